@@ -1,0 +1,33 @@
+# Every target creates .venv and installs the project into it when missing or stale,
+# so each works on a fresh machine with only python3 and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint pytest bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/agent-runtime demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check supervisors agent_runtime tests bench
+	$(BIN)/ruff format --check supervisors agent_runtime tests bench
+	$(BIN)/mypy --strict supervisors agent_runtime
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+test: lint pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,44 @@
+"""AgentKey: the `(session, role, index)` identity of an agent."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class AgentKey(NamedTuple):
+    """The identity of an agent in a runtime: `(session, role, index)`.
+
+    A plain `(session, role, index)` tuple is accepted wherever an AgentKey is; use
+    `AgentKey.of(value)` to validate and convert one.
+    """
+
+    session: str
+    role: str
+    index: int
+
+    @classmethod
+    def of(cls, value: Any) -> AgentKey:
+        """Validate `value` and return it as an AgentKey.
+
+        Raises:
+            ValueError: `value` is not a 3-tuple of a non-empty session string, a non-empty
+                role string and a non-negative int index; the message names the bad part.
+        """
+        if isinstance(value, AgentKey):
+            parts: tuple[Any, ...] = tuple(value)
+        elif isinstance(value, tuple | list) and len(value) == 3:
+            parts = tuple(value)
+        else:
+            raise ValueError(
+                f"invalid agent key {value!r} (expected a (session, role, index) tuple)"
+            )
+        session, role, index = parts
+        if not isinstance(session, str) or not session:
+            raise ValueError(f"invalid agent key session {session!r} (expected a non-empty str)")
+        if not isinstance(role, str) or not role:
+            raise ValueError(f"invalid agent key role {role!r} (expected a non-empty str)")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError(f"invalid agent key index {index!r} (expected an int >= 0)")
+        if isinstance(value, AgentKey):
+            return value
+        return cls(session, role, index)
