@@ -1,0 +1,41 @@
+"""Generic OTP-style supervision for pykka actors: it knows nothing of agents.
+
+Children subclass `SupervisedActor` so that every exit, with its reason, reaches their
+supervisor; `Supervisor`, `DynamicSupervisor`, `TaskSupervisor` and `AsyncTaskSupervisor`
+follow Erlang/OTP's semantics (see DESIGN.md section 3).
+"""
+
+from supervisors._actor import ExitReason, Monitor, SupervisedActor, exit_reason, kill, monitor
+from supervisors._async_tasks import AsyncTaskSupervisor
+from supervisors._dynamic import DynamicSupervisor
+from supervisors._introspect import supervisor_of
+from supervisors._errors import (
+    ChildStartError,
+    MaxChildrenReached,
+    SupervisorError,
+    SupervisorStopped,
+)
+from supervisors._spec import ChildCounts, ChildInfo, ChildSpec
+from supervisors._supervisor import Supervisor
+from supervisors._tasks import TaskSupervisor
+
+__all__ = [
+    "AsyncTaskSupervisor",
+    "ChildCounts",
+    "ChildInfo",
+    "ChildSpec",
+    "ChildStartError",
+    "DynamicSupervisor",
+    "ExitReason",
+    "MaxChildrenReached",
+    "Monitor",
+    "SupervisedActor",
+    "Supervisor",
+    "SupervisorError",
+    "SupervisorStopped",
+    "TaskSupervisor",
+    "exit_reason",
+    "kill",
+    "monitor",
+    "supervisor_of",
+]

@@ -1,0 +1,258 @@
+"""SupervisedActor, exit reasons, monitors and kill: how an actor's exit reaches its supervisor."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+import pykka
+import structlog
+from pykka._envelope import Envelope
+
+log = structlog.get_logger(__name__)
+
+ExitKind = Literal["normal", "crash", "killed", "noproc"]
+
+
+@dataclass(frozen=True)
+class ExitReason:
+    """Why an actor exited.
+
+    `kind` is `"normal"` for a normal `stop()`, `"crash"` for an exception that escaped a
+    `tell` handler, `on_start`, `on_stop` or `on_failure`, `"killed"` for `kill()`, and
+    `"noproc"` when a monitor was set on an actor that was already dead.
+    """
+
+    kind: ExitKind
+    detail: str = ""
+    exception: BaseException | None = None
+
+    @property
+    def abnormal(self) -> bool:
+        """True for every exit except a normal stop (Erlang: reason other than normal)."""
+        return self.kind != "normal"
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}" if self.detail else self.kind
+
+
+NORMAL = ExitReason("normal")
+
+ExitCallback = Callable[[pykka.ActorRef[Any], ExitReason], None]
+
+
+class Monitor:
+    """A one-shot subscription to an actor's exit; `cancel()` it when no longer interested."""
+
+    _ids = itertools.count()
+
+    def __init__(self, actor: SupervisedActor | None, callback: ExitCallback) -> None:
+        self._actor = actor
+        self.callback = callback
+        self.id = next(self._ids)
+
+    def cancel(self) -> None:
+        """Stop listening; the callback is not called after `cancel` returns (unless running)."""
+        if self._actor is not None:
+            self._actor._remove_monitor(self)
+
+
+class SupervisedActor(pykka.ThreadingActor):
+    """A pykka ThreadingActor whose every exit, with its reason, reaches its monitors.
+
+    Guarantees:
+    - Monitors are called exactly once per actor, after the actor stopped taking messages
+      (for `kill`, at once from the killing thread; otherwise from the actor's own thread just
+      before it exits), with an `ExitReason`.
+    - A `BaseException` (SystemExit, KeyboardInterrupt, ...) escaping a handler crashes this
+      actor only; pykka's default of stopping every actor in the process is not applied.
+    - `on_exit(reason)` runs in the actor's thread as the thread ends, whatever the reason.
+
+    Threads are daemon threads so that a forgotten actor never hangs interpreter exit.
+    """
+
+    use_daemon_thread = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._exit_lock = threading.Lock()
+        self._exit_reason: ExitReason | None = None
+        self._exit_fired = False
+        self._monitors: dict[int, Monitor] = {}
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def on_exit(self, reason: ExitReason) -> None:
+        """Run in the actor's own thread when it ends, after its monitors were told.
+
+        Override to release resources that must go whatever the exit was (a supervisor
+        shuts its children down here). Exceptions are logged and ignored.
+        """
+
+    # -- monitor bookkeeping -------------------------------------------------------------------
+
+    def _add_monitor(self, callback: ExitCallback) -> Monitor:
+        monitor = Monitor(self, callback)
+        with self._exit_lock:
+            if not self._exit_fired:
+                self._monitors[monitor.id] = monitor
+                return monitor
+            reason = self._exit_reason or NORMAL
+        _call(callback, self.actor_ref, reason)
+        return monitor
+
+    def _remove_monitor(self, monitor: Monitor) -> None:
+        with self._exit_lock:
+            self._monitors.pop(monitor.id, None)
+
+    def _record_reason(self, reason: ExitReason) -> None:
+        with self._exit_lock:
+            if self._exit_reason is None:
+                self._exit_reason = reason
+
+    def _fire_exit(self) -> ExitReason:
+        with self._exit_lock:
+            if self._exit_reason is None:
+                self._exit_reason = NORMAL
+            reason = self._exit_reason
+            if self._exit_fired:
+                return reason
+            self._exit_fired = True
+            monitors = list(self._monitors.values())
+            self._monitors.clear()
+        for monitor in monitors:
+            _call(monitor.callback, self.actor_ref, reason)
+        return reason
+
+    def _exit_abnormally(self, reason: ExitReason) -> None:
+        """Stop taking messages at once and report `reason`; safe from any thread."""
+        self._record_reason(reason)
+        pykka.ActorRegistry.unregister(self.actor_ref)
+        self.actor_stopped.set()
+        self.actor_inbox.put(Envelope(_Wake()))  # wakes a loop blocked on get()
+        self._fire_exit()
+
+    # -- pykka internals (pinned to pykka 4.x) -----------------------------------------------
+
+    def _actor_loop(self) -> None:
+        try:
+            try:
+                self.on_start()
+            except BaseException:  # noqa: BLE001 - an on_start failure of any kind is a crash
+                self._handle_failure(*sys.exc_info())
+            self._actor_loop_running()
+            self._actor_loop_teardown()
+        finally:
+            reason = self._fire_exit()
+            try:
+                self.on_exit(reason)
+            except Exception:
+                log.exception("actor.on_exit.failed", actor=str(self))
+
+    def _handle_receive(self, message: Any) -> Any:
+        if isinstance(message, _Wake):
+            return None
+        try:
+            return super()._handle_receive(message)
+        except Exception:
+            raise
+        except BaseException as exc:
+            # Crash this actor alone; handing pykka a BaseException would stop every actor.
+            self._exit_abnormally(_crash(exc))
+            raise _EscapedBaseException(repr(exc)) from exc
+
+    def _handle_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exception_value is not None:
+            self._record_reason(_crash(exception_value))
+        super()._handle_failure(exception_type, exception_value, traceback)
+
+
+class _Wake:
+    """An inbox message that only wakes the actor loop so it sees that it was stopped."""
+
+
+class _EscapedBaseException(Exception):
+    """Carries a BaseException out of a handler as an ordinary exception."""
+
+
+def _crash(exc: BaseException) -> ExitReason:
+    cause = exc.__cause__ if isinstance(exc, _EscapedBaseException) else None
+    original = cause if cause is not None else exc
+    return ExitReason("crash", f"{type(original).__name__}: {original}", original)
+
+
+def _call(callback: ExitCallback, ref: pykka.ActorRef[Any], reason: ExitReason) -> None:
+    try:
+        callback(ref, reason)
+    except Exception:
+        log.exception("actor.monitor.callback_failed", actor=str(ref))
+
+
+def actor_of(ref: pykka.ActorRef[Any]) -> pykka.Actor | None:
+    """The actor object behind `ref`, or None once it was garbage-collected."""
+    return ref._actor_weakref()
+
+
+def _supervised(ref: pykka.ActorRef[Any]) -> SupervisedActor | None:
+    if not issubclass(ref.actor_class, SupervisedActor):
+        raise TypeError(
+            f"{ref} is a {ref.actor_class.__name__}, not a SupervisedActor: "
+            "only SupervisedActor subclasses report their exits"
+        )
+    actor = actor_of(ref)
+    assert actor is None or isinstance(actor, SupervisedActor)
+    return actor
+
+
+def monitor(ref: pykka.ActorRef[Any], callback: ExitCallback) -> Monitor:
+    """Call `callback(ref, reason)` exactly once when the actor behind `ref` exits.
+
+    The callback runs in whichever thread observed the exit (the actor's own, or the caller
+    of `kill`), so it must be quick and must not block; if the actor is already dead it is
+    called at once, in the caller's thread, with the recorded reason (or `noproc`).
+
+    Raises:
+        TypeError: `ref` is not the ref of a `SupervisedActor`.
+    """
+    actor = _supervised(ref)
+    if actor is None:  # long dead and collected
+        _call(callback, ref, ExitReason("noproc"))
+        return Monitor(None, callback)
+    return actor._add_monitor(callback)
+
+
+def kill(ref: pykka.ActorRef[Any], reason: str = "killed") -> None:
+    """Make an actor exit abnormally at once (Erlang's `exit(Pid, kill)`).
+
+    The actor takes no further message; its monitors hear `ExitReason("killed", reason)`
+    before `kill` returns. A handler that is running when the kill arrives cannot be
+    interrupted (threads cannot be), so that thread is abandoned and ends when it returns.
+    `on_stop` is not called. Killing a dead actor does nothing.
+
+    Raises:
+        TypeError: `ref` is not the ref of a `SupervisedActor`.
+    """
+    actor = _supervised(ref)
+    if actor is None or (not ref.is_alive() and actor._exit_fired):
+        return
+    log.info("actor.killed", actor=str(ref), reason=reason)
+    actor._exit_abnormally(ExitReason("killed", reason))
+
+
+def exit_reason(ref: pykka.ActorRef[Any]) -> ExitReason | None:
+    """The reason a SupervisedActor exited, or None while it is alive."""
+    actor = _supervised(ref)
+    if actor is None:
+        return ExitReason("noproc")
+    with actor._exit_lock:
+        return actor._exit_reason if actor._exit_fired else None

@@ -1,0 +1,19 @@
+"""Handles for supervisors found in a tree (for tools that print or inspect it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pykka
+
+from supervisors._dynamic import DynamicSupervisor, _DynamicActor
+from supervisors._supervisor import Supervisor, _SupervisorActor
+
+
+def supervisor_of(ref: pykka.ActorRef[Any]) -> Supervisor | DynamicSupervisor | None:
+    """The handle of the supervisor behind `ref`, or None if `ref` is not a supervisor."""
+    if issubclass(ref.actor_class, _DynamicActor):
+        return DynamicSupervisor(ref)
+    if issubclass(ref.actor_class, _SupervisorActor):
+        return Supervisor(ref)
+    return None
