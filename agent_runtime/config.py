@@ -1,0 +1,264 @@
+"""Typed runtime configuration: config/runtime.toml, then `AGENT_RUNTIME_*` environment overrides.
+
+Every default named in DESIGN.md lives on these models, and config/runtime.toml repeats them
+(a test keeps the two equal). Precedence, lowest first: model defaults, the TOML file,
+environment variables `AGENT_RUNTIME_<SECTION>__<KEY>` (nested keys continue with `__`, e.g.
+`AGENT_RUNTIME_LLM__PROFILES__OPENAI__MODEL`). Unknown keys and wrong types fail with a
+`ConfigError` naming the key, the value and where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent_runtime._errors import ConfigError
+
+ENV_PREFIX = "AGENT_RUNTIME_"
+CONFIG_PATH_ENV = "AGENT_RUNTIME_CONFIG"
+DEFAULT_PATH = Path("config") / "runtime.toml"
+
+OverflowPolicy = Literal["error", "drop_oldest", "drop_newest", "block"]
+QueueMode = Literal["one_at_a_time", "all"]
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SupervisionConfig(_Section):
+    """Restart intensity of the runtime's supervisors and sizes of its task pools."""
+
+    max_restarts: int = Field(3, ge=0)
+    max_seconds: float = Field(5.0, gt=0)
+    shutdown: float = Field(5.0, ge=0)
+    max_agents: int | None = Field(None, ge=0)
+    tool_workers: int = Field(16, ge=1)
+
+
+class EventStreamConfig(_Section):
+    """Defaults of a run's bounded EventStream (DESIGN.md 6)."""
+
+    max_queue: int = Field(10_000, ge=1)
+    overflow: OverflowPolicy = "error"
+
+
+class SubscriptionConfig(_Section):
+    """Defaults of `agent.subscribe()` (DESIGN.md 7)."""
+
+    max_queue: int = Field(1000, ge=1)
+    overflow: OverflowPolicy = "block"
+    block_timeout: float = Field(30.0, gt=0)
+
+
+class AgentConfig(_Section):
+    """Defaults of `runtime.start_agent(...)` options (DESIGN.md 7)."""
+
+    steering_mode: QueueMode = "one_at_a_time"
+    follow_up_mode: QueueMode = "one_at_a_time"
+    max_tool_concurrency: int = Field(8, ge=1)
+    max_tool_turns: int = Field(25, ge=1)
+    tool_timeout: float | None = Field(None, gt=0)
+    abort_grace: float = Field(0.25, ge=0)
+    follow_up_poll: float = Field(0.05, ge=0)
+    thinking_level: ThinkingLevel = "off"
+    restart: Literal["temporary", "transient"] = "temporary"
+
+
+class RetryConfig(_Section):
+    """Provider retry policy (DESIGN.md 7): capped exponential backoff, in seconds."""
+
+    max_retries: int = Field(3, ge=0)
+    base_delay: float = Field(2.0, ge=0)
+    max_delay: float = Field(30.0, ge=0)
+    max_retry_after: float = Field(120.0, ge=0)
+
+
+class ThinkingBudgets(_Section):
+    """Reasoning token budget per `thinking_level` (Anthropic, Gemini); `off` sends none."""
+
+    minimal: int = Field(1024, ge=0)
+    low: int = Field(2048, ge=0)
+    medium: int = Field(8192, ge=0)
+    high: int = Field(16384, ge=0)
+    xhigh: int = Field(32768, ge=0)
+
+
+class ModelPricingConfig(_Section):
+    """Price in USD per million tokens."""
+
+    input: float = Field(0.0, ge=0)
+    output: float = Field(0.0, ge=0)
+    cached_input: float = Field(0.0, ge=0)
+
+
+class ModelProfile(_Section):
+    """A named model: which adapter, which model, where, and which env var holds the key."""
+
+    provider: Literal["scripted", "openai_compatible", "openai", "anthropic", "gemini"]
+    model: str = ""
+    base_url: str | None = None
+    api_key_env: str | None = None
+    pricing: ModelPricingConfig | None = None
+
+
+def _default_profiles() -> dict[str, ModelProfile]:
+    return {
+        "scripted": ModelProfile(provider="scripted", model="scripted"),
+        "openai": ModelProfile(
+            provider="openai", model="gpt-4o-mini", api_key_env="OPENAI_API_KEY"
+        ),
+        "anthropic": ModelProfile(
+            provider="anthropic", model="claude-sonnet-4-5", api_key_env="ANTHROPIC_API_KEY"
+        ),
+        "gemini": ModelProfile(
+            provider="gemini", model="gemini-2.5-flash", api_key_env="GEMINI_API_KEY"
+        ),
+        "local": ModelProfile(
+            provider="openai_compatible", model="local", base_url="http://127.0.0.1:8080/v1"
+        ),
+    }
+
+
+class LLMConfig(_Section):
+    """The LLM layer: HTTP timeouts, the default profile and the profiles themselves."""
+
+    default_profile: str = "scripted"
+    timeout: float = Field(60.0, gt=0)
+    connect_timeout: float = Field(10.0, gt=0)
+    profiles: dict[str, ModelProfile] = Field(default_factory=_default_profiles)
+
+
+class MemoryConfig(_Section):
+    """Session memory (DESIGN.md 9): durable SQLite by default."""
+
+    store: Literal["sqlite", "memory"] = "sqlite"
+    path: str = ".agent_runtime/memory.sqlite3"
+    read: bool = True
+    write: bool = True
+    last_n: int | None = Field(None, ge=1)
+
+
+class TelemetryConfig(_Section):
+    """Logs and traces (DESIGN.md 10). `log_format = "auto"`: console on a TTY, else JSON."""
+
+    log_format: Literal["auto", "console", "json"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    log_content: bool = False
+
+
+class RuntimeConfig(_Section):
+    """The whole configuration of a Runtime; every section has complete defaults."""
+
+    supervision: SupervisionConfig = Field(default_factory=SupervisionConfig)
+    event_stream: EventStreamConfig = Field(default_factory=EventStreamConfig)
+    subscription: SubscriptionConfig = Field(default_factory=SubscriptionConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    thinking_budgets: ThinkingBudgets = Field(default_factory=ThinkingBudgets)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> RuntimeConfig:
+    """Load the configuration.
+
+    `path` None means `$AGENT_RUNTIME_CONFIG` if set, else `config/runtime.toml` in the
+    current directory if it exists, else the built-in defaults (identical to the shipped
+    file). `env` defaults to `os.environ`.
+
+    Raises:
+        ConfigError: the file is missing or not TOML, a key is unknown, or a value has the
+            wrong type; one line per problem, naming key, value and source.
+    """
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    source = "defaults"
+    file = _resolve_path(path, env)
+    if file is not None:
+        source = str(file)
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {source} does not exist") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {source} is not valid TOML: {exc}") from exc
+    from_env = _apply_env(data, env)
+    try:
+        return RuntimeConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source, from_env)) from None
+
+
+def _resolve_path(path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
+    if path is not None:
+        return Path(path)
+    if env.get(CONFIG_PATH_ENV):
+        return Path(env[CONFIG_PATH_ENV])
+    return DEFAULT_PATH if DEFAULT_PATH.is_file() else None
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
+    """Write `AGENT_RUNTIME_A__B__C=v` into data[a][b][c]; return {path: variable name}."""
+    applied: dict[tuple[str, ...], str] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        keys = tuple(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
+        if not all(keys):
+            raise ConfigError(f"malformed config environment variable {name}")
+        node = data
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(
+                    f"environment variable {name} sets a key under {key!r}, which is not a table"
+                )
+            node = child
+        node[keys[-1]] = _parse_env_value(raw)
+        applied[keys] = name
+    return applied
+
+
+def _parse_env_value(raw: str) -> Any:
+    text = raw.strip()
+    if text.lower() in ("null", "none"):
+        return None
+    if text[:1] in ("[", "{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def _describe(exc: ValidationError, source: str, from_env: dict[tuple[str, ...], str]) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = tuple(str(part) for part in error["loc"])
+        key = ".".join(loc)
+        origin = next(
+            (
+                f"environment variable {var}"
+                for path, var in from_env.items()
+                if loc[: len(path)] == path or path[: len(loc)] == loc
+            ),
+            source,
+        )
+        if error["type"] == "extra_forbidden":
+            lines.append(f"unknown config key {key!r} (value {error['input']!r}) in {origin}")
+        else:
+            lines.append(
+                f"invalid config key {key!r}: value {error['input']!r} in {origin}: {error['msg']}"
+            )
+    return "; ".join(lines)

@@ -1,0 +1,127 @@
+"""RuntimeConfig: shipped defaults, TOML loading, environment overrides and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_runtime import ConfigError
+from agent_runtime.config import RuntimeConfig, load_config
+
+SHIPPED = Path(__file__).resolve().parents[2] / "config" / "runtime.toml"
+
+
+def test_shipped_file_holds_exactly_the_model_defaults() -> None:
+    assert load_config(SHIPPED, env={}) == RuntimeConfig()
+
+
+def test_design_defaults_are_the_model_defaults() -> None:
+    config = RuntimeConfig()
+    assert (config.event_stream.max_queue, config.event_stream.overflow) == (10_000, "error")
+    assert (config.subscription.max_queue, config.subscription.overflow) == (1000, "block")
+    assert config.subscription.block_timeout == 30.0
+    assert (config.agent.max_tool_concurrency, config.agent.max_tool_turns) == (8, 25)
+    assert config.agent.tool_timeout is None
+    assert config.agent.abort_grace == 0.25
+    assert config.agent.follow_up_poll == 0.05
+    assert (config.agent.steering_mode, config.agent.follow_up_mode) == (
+        "one_at_a_time",
+        "one_at_a_time",
+    )
+    retry = config.retry
+    assert (retry.max_retries, retry.base_delay, retry.max_delay, retry.max_retry_after) == (
+        3,
+        2.0,
+        30.0,
+        120.0,
+    )
+    assert (config.supervision.max_restarts, config.supervision.max_seconds) == (3, 5.0)
+    assert config.telemetry.log_content is False
+    assert set(config.llm.profiles) >= {"scripted", "openai", "anthropic", "gemini", "local"}
+
+
+def test_environment_overrides_the_file_and_coerces_types() -> None:
+    config = load_config(
+        SHIPPED,
+        env={
+            "AGENT_RUNTIME_AGENT__MAX_TOOL_TURNS": "10",
+            "AGENT_RUNTIME_AGENT__TOOL_TIMEOUT": "2.5",
+            "AGENT_RUNTIME_TELEMETRY__LOG_CONTENT": "true",
+            "AGENT_RUNTIME_LLM__PROFILES__OPENAI__MODEL": "gpt-x",
+            "UNRELATED": "ignored",
+        },
+    )
+    assert config.agent.max_tool_turns == 10
+    assert config.agent.tool_timeout == 2.5
+    assert config.telemetry.log_content is True
+    assert config.llm.profiles["openai"].model == "gpt-x"
+
+
+def test_environment_null_restores_none() -> None:
+    config = load_config(SHIPPED, env={"AGENT_RUNTIME_SUPERVISION__MAX_AGENTS": "null"})
+    assert config.supervision.max_agents is None
+
+
+def test_unknown_key_in_file_is_named_with_value_and_file(tmp_path: Path) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text("[agent]\nmax_turns = 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    message = str(info.value)
+    assert "agent.max_turns" in message
+    assert "3" in message
+    assert str(path) in message
+
+
+def test_wrong_type_in_file_is_named_with_value_and_file(tmp_path: Path) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text('[event_stream]\noverflow = "drop-old"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    message = str(info.value)
+    assert "event_stream.overflow" in message
+    assert "'drop-old'" in message
+    assert str(path) in message
+
+
+def test_bad_environment_value_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(SHIPPED, env={"AGENT_RUNTIME_AGENT__MAX_TOOL_TURNS": "many"})
+    assert "AGENT_RUNTIME_AGENT__MAX_TOOL_TURNS" in str(info.value)
+    assert "'many'" in str(info.value)
+
+
+def test_unknown_section_from_environment_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="AGENT_RUNTIME_NOPE__X"):
+        load_config(SHIPPED, env={"AGENT_RUNTIME_NOPE__X": "1"})
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text("[agent]\nmax_tool_turns = 0\nbogus = 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert "agent.max_tool_turns" in str(info.value)
+    assert "agent.bogus" in str(info.value)
+
+
+def test_missing_and_malformed_files_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "absent.toml", env={})
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[agent\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(broken, env={})
+
+
+def test_config_path_from_environment(tmp_path: Path) -> None:
+    path = tmp_path / "custom.toml"
+    path.write_text("[agent]\nmax_tool_turns = 7\n")
+    config = load_config(env={"AGENT_RUNTIME_CONFIG": str(path)})
+    assert config.agent.max_tool_turns == 7
+
+
+def test_config_round_trips_through_json() -> None:
+    config = RuntimeConfig()
+    assert RuntimeConfig.model_validate_json(config.model_dump_json()) == config
