@@ -1,4 +1,4 @@
-"""The exception tree of agent_runtime: one root, one subclass per condition, each carrying its facts."""
+"""The exception tree of agent_runtime: one root, a subclass per condition carrying its facts."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ class AgentKey(NamedTuple):
 
     session: str
     role: str
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, as the contract names it
 
     @classmethod
     def of(cls, value: Any) -> AgentKey:

@@ -1,0 +1,181 @@
+"""Cooperative cancellation: AbortSignal, and the AbortTable that owns a runtime's signals.
+
+One mechanism for cancellation, used everywhere (trio's lesson): a run, its provider stream,
+its retry backoff and its tools all watch the same AbortSignal. Waiting on a signal never
+polls: threads block on an Event, coroutines await a future woken from the aborting thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+AbortCallback = Callable[["AbortSignal"], None]
+
+
+class AbortSignal:
+    """A thread-safe, resettable abort flag with a reason.
+
+    Guarantees:
+    - `abort()` is idempotent: the first reason wins until `clear()`.
+    - Every waiter (`wait`, `wait_async`) and every callback registered with `on_abort` is
+      woken exactly once per abort, from the aborting thread; callbacks run outside the
+      signal's lock, so they may call back into the signal.
+    - `on_abort` on an already aborted signal calls the callback at once.
+    """
+
+    def __init__(self, signal_id: int | None = None) -> None:
+        self.id = signal_id if signal_id is not None else next(_ids)
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._reason: Any = None
+        self._callbacks: dict[int, AbortCallback] = {}
+        self._callback_ids = itertools.count()
+
+    @property
+    def aborted(self) -> bool:
+        """True once `abort()` was called (and not cleared since)."""
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> Any:
+        """The reason given to the first `abort()` since the last `clear()`, else None."""
+        return self._reason
+
+    def abort(self, reason: Any = None) -> bool:
+        """Abort; returns True if this call aborted it, False if it already was."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self._reason = reason if reason is not None else "aborted"
+            self._event.set()
+            callbacks = list(self._callbacks.values())
+        for callback in callbacks:
+            try:
+                callback(self)
+            except Exception:
+                log.exception("abort.callback.failed", signal=self.id)
+        return True
+
+    def clear(self) -> None:
+        """Reset to not aborted, forgetting the reason; registered callbacks stay."""
+        with self._lock:
+            self._event.clear()
+            self._reason = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until aborted or `timeout` seconds pass; True if aborted."""
+        return self._event.wait(timeout)
+
+    async def wait_async(self, timeout: float | None = None) -> bool:
+        """Await the abort without blocking the event loop; True if aborted in time."""
+        if self.aborted:
+            return True
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake(_: AbortSignal) -> None:
+            loop.call_soon_threadsafe(_resolve, woken)
+
+        remove = self.on_abort(wake)
+        try:
+            await asyncio.wait_for(asyncio.shield(woken), timeout)
+        except TimeoutError:
+            return self.aborted
+        finally:
+            remove()
+        return True
+
+    def on_abort(self, callback: AbortCallback) -> Callable[[], None]:
+        """Call `callback(signal)` on abort (at once if already aborted).
+
+        Returns a function that unregisters the callback. The callback runs in the aborting
+        thread and must not block.
+        """
+        with self._lock:
+            key = next(self._callback_ids)
+            self._callbacks[key] = callback
+            already = self._event.is_set()
+
+        def remove() -> None:
+            with self._lock:
+                self._callbacks.pop(key, None)
+
+        if already:
+            callback(self)
+        return remove
+
+    def raise_if_aborted(self) -> None:
+        """Raise `Aborted(reason)` if the signal is aborted."""
+        if self.aborted:
+            raise Aborted(self.reason)
+
+    def __repr__(self) -> str:
+        state = f"aborted reason={self._reason!r}" if self.aborted else "clear"
+        return f"<AbortSignal {self.id} {state}>"
+
+
+class Aborted(Exception):
+    """Raised by `AbortSignal.raise_if_aborted`; carries the abort reason."""
+
+    def __init__(self, reason: Any) -> None:
+        super().__init__(f"aborted: {reason}")
+        self.reason = reason
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_ids = itertools.count(1)
+
+
+class AbortTable:
+    """The runtime's table of live abort signals (Lemon's ETS table owner).
+
+    The table belongs to the Runtime object, not to the actor that represents it in the
+    supervision tree, so its signals survive the crash and restart of any component. Signals
+    are held weakly: a signal nobody references any more leaves the table by itself, so the
+    table never grows without bound. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._signals: weakref.WeakValueDictionary[int, AbortSignal] = weakref.WeakValueDictionary()
+
+    def new(self) -> AbortSignal:
+        """Create and register a fresh, not aborted signal."""
+        signal = AbortSignal(next(_ids))
+        with self._lock:
+            self._signals[signal.id] = signal
+        return signal
+
+    def get(self, signal_id: int) -> AbortSignal | None:
+        """The live signal with this id, or None."""
+        with self._lock:
+            return self._signals.get(signal_id)
+
+    def release(self, signal: AbortSignal) -> None:
+        """Forget a signal (it keeps working for whoever still holds it)."""
+        with self._lock:
+            self._signals.pop(signal.id, None)
+
+    def count(self) -> int:
+        """How many signals are live in the table."""
+        with self._lock:
+            return len(self._signals)
+
+    def abort_all(self, reason: Any = "shutdown") -> int:
+        """Abort every live signal; returns how many this call aborted."""
+        with self._lock:
+            signals = list(self._signals.values())
+        return sum(1 for signal in signals if signal.abort(reason))

@@ -1,0 +1,75 @@
+"""The `agent-runtime` command: inspect the runtime's supervision tree and run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.tree import Tree
+
+from agent_runtime.runtime import Runtime
+from supervisors import ChildInfo, DynamicSupervisor, Supervisor, supervisor_of
+
+
+def render_tree(runtime: Runtime) -> Tree:
+    """A rich Tree of the runtime's supervision tree, children in start order."""
+    root = Tree(f"[bold]{runtime.name}[/] (Supervisor, one_for_one)")
+    _add_children(root, runtime.supervisor)
+    return root
+
+
+def _label(info: ChildInfo) -> str:
+    kind = info.ref.actor_class.__name__ if info.ref is not None else "-"
+    state = "[green]alive[/]" if info.alive else "[red]down[/]"
+    return f"{info.id} [dim]({info.type}, {info.restart}, {kind})[/] {state}"
+
+
+def _add_children(node: Tree, sup: Supervisor | DynamicSupervisor) -> None:
+    for info in sup.which_children():
+        branch = node.add(_label(info))
+        nested = supervisor_of(info.ref) if info.ref is not None else None
+        if nested is not None and nested.alive:
+            _add_children(branch, nested)
+
+
+def _tree(args: argparse.Namespace) -> int:
+    with Runtime.start(args.config) as runtime:
+        Console().print(render_tree(runtime))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    # Until the agent showcase lands, the demo shows the supervision tree it will run under.
+    return _tree(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser; `agent-runtime --help` lists every command."""
+    parser = argparse.ArgumentParser(
+        prog="agent-runtime",
+        description="LLM agents as pykka actors under an OTP-style supervision tree.",
+    )
+    parser.add_argument(
+        "--config", default=None, help="path to a runtime TOML file (default: config/runtime.toml)"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("tree", help="start a runtime, print its supervision tree, stop it")
+    commands.add_parser("demo", help="run the showcase")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `agent-runtime` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"tree": _tree, "demo": _demo}
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return handlers[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Runtime: the root supervision tree of one agent runtime, and the facade over it."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+import pykka
+import structlog
+
+from agent_runtime._holder import TableOwner
+from agent_runtime.abort import AbortTable
+from agent_runtime.config import RuntimeConfig, load_config
+from agent_runtime.registry import AgentRegistry
+from agent_runtime.telemetry import configure_logging
+from supervisors import (
+    AsyncTaskSupervisor,
+    ChildSpec,
+    DynamicSupervisor,
+    Supervisor,
+    SupervisorStopped,
+    TaskSupervisor,
+)
+
+log = structlog.get_logger(__name__)
+
+CHILD_IDS = ("abort_table", "registry", "subagents", "loop_tasks", "tool_tasks")
+
+_runtime_ids = itertools.count(1)
+
+
+class Runtime:
+    """One agent runtime: a root `Supervisor` (one_for_one) and the tables it owns.
+
+    The root's children, started in this order and stopped in reverse: `abort_table`,
+    `registry` (actors that own the shared tables), `subagents` (a DynamicSupervisor of
+    agents), `loop_tasks` (an AsyncTaskSupervisor: the one event-loop thread that runs every
+    run's loop and all LLM I/O) and `tool_tasks` (a TaskSupervisor for synchronous tools).
+    The tables belong to this object, so a restart of their owner actors loses nothing.
+    Several runtimes live in one process independently. Use as a context manager to stop
+    it on exit.
+    """
+
+    def __init__(self, config: RuntimeConfig, name: str) -> None:
+        self.config = config
+        self.name = name
+        self.abort_table = AbortTable()
+        self.registry: AgentRegistry[Any] = AgentRegistry()
+        self._lock = threading.Lock()
+        self._subagents: DynamicSupervisor | None = None
+        self._loop_tasks: AsyncTaskSupervisor | None = None
+        self._tool_tasks: TaskSupervisor | None = None
+        self._supervisor: Supervisor | None = None
+        self._stopped = False
+
+    @classmethod
+    def start(
+        cls,
+        config: RuntimeConfig | str | os.PathLike[str] | None = None,
+        *,
+        name: str | None = None,
+    ) -> Runtime:
+        """Start a runtime: configure logging (unless the application did), start the tree.
+
+        `config` is a RuntimeConfig, a path to a TOML file, or None for `load_config()`
+        (config/runtime.toml and `AGENT_RUNTIME_*` overrides).
+
+        Raises:
+            ConfigError: the configuration is invalid.
+            TypeError: `config` is of another type.
+        """
+        if config is None or isinstance(config, str | os.PathLike):
+            config = load_config(config)
+        elif not isinstance(config, RuntimeConfig):
+            raise TypeError(
+                f"config must be a RuntimeConfig, a path or None, not {type(config).__name__}"
+            )
+        configure_logging(config.telemetry)
+        runtime = cls(config, name or f"runtime-{next(_runtime_ids)}")
+        runtime._start_tree()
+        log.info("runtime.started", runtime=runtime.name)
+        return runtime
+
+    def _start_tree(self) -> None:
+        sup = self.config.supervision
+
+        def start_subagents() -> pykka.ActorRef[Any]:
+            handle = DynamicSupervisor.start(
+                max_children=sup.max_agents,
+                max_restarts=sup.max_restarts,
+                max_seconds=sup.max_seconds,
+                name=f"{self.name}.subagents",
+            )
+            self._subagents = handle
+            return handle.ref
+
+        def start_loop_tasks() -> pykka.ActorRef[Any]:
+            handle = AsyncTaskSupervisor.start(
+                name=f"{self.name}.loop_tasks", stop_timeout=sup.shutdown
+            )
+            self._loop_tasks = handle
+            return handle.ref
+
+        def start_tool_tasks() -> pykka.ActorRef[Any]:
+            handle = TaskSupervisor.start(
+                max_workers=sup.tool_workers,
+                name=f"{self.name}.tool_tasks",
+                stop_timeout=sup.shutdown,
+            )
+            self._tool_tasks = handle
+            return handle.ref
+
+        shutdown = sup.shutdown
+        children = [
+            ChildSpec(id="abort_table", start=lambda: TableOwner.start(self.abort_table)),
+            ChildSpec(id="registry", start=lambda: TableOwner.start(self.registry)),
+            ChildSpec(
+                id="subagents",
+                start=start_subagents,
+                type="supervisor",
+                # agents get `shutdown` each, in turn; the whole tree is bounded by stop()
+                shutdown="infinity",
+            ),
+            # The loop and the pool wait up to `shutdown` for their tasks; a little more here
+            # lets them finish that wait before the root gives up on them.
+            ChildSpec(id="loop_tasks", start=start_loop_tasks, shutdown=shutdown + 1.0),
+            ChildSpec(id="tool_tasks", start=start_tool_tasks, shutdown=shutdown + 1.0),
+        ]
+        self._supervisor = Supervisor.start(
+            children,
+            strategy="one_for_one",
+            max_restarts=sup.max_restarts,
+            max_seconds=sup.max_seconds,
+            name=self.name,
+        )
+
+    # -- the tree -------------------------------------------------------------------------------
+
+    @property
+    def supervisor(self) -> Supervisor:
+        """The root supervisor."""
+        assert self._supervisor is not None
+        return self._supervisor
+
+    @property
+    def loop_tasks(self) -> AsyncTaskSupervisor:
+        """The event loop that runs every run's loop and all LLM I/O (current incarnation)."""
+        assert self._loop_tasks is not None
+        return self._loop_tasks
+
+    @property
+    def tool_tasks(self) -> TaskSupervisor:
+        """The thread pool for synchronous tools (current incarnation)."""
+        assert self._tool_tasks is not None
+        return self._tool_tasks
+
+    @property
+    def subagents_supervisor(self) -> DynamicSupervisor:
+        """The DynamicSupervisor under which every agent of this runtime runs."""
+        assert self._subagents is not None
+        return self._subagents
+
+    @property
+    def alive(self) -> bool:
+        """True until `stop()` or until the root supervisor gave up."""
+        return not self._stopped and self.supervisor.alive
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Abort every live signal, then stop the tree in reverse order within `timeout`.
+
+        Idempotent. When it returns, no thread of this runtime is left running, except
+        threads of tools or handlers that ignored their stop and were abandoned (logged).
+
+        Raises:
+            TimeoutError: the tree did not stop within `timeout` seconds.
+        """
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        started = time.monotonic()
+        aborted = self.abort_table.abort_all("runtime_stopped")
+        with contextlib.suppress(SupervisorStopped):  # the root already gave up
+            self.supervisor.stop(timeout=timeout)
+        log.info(
+            "runtime.stopped",
+            runtime=self.name,
+            aborted_signals=aborted,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<Runtime {self.name} alive={self.alive}>"
