@@ -1,0 +1,46 @@
+"""asyncio futures parked on a condition of a thread-safe object, woken from any thread."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class AsyncWaiters:
+    """The asyncio side of a condition variable; every method must be called under the owner's lock.
+
+    A coroutine checks its condition and calls `add_locked()` under the owner's lock, releases the
+    lock, then awaits the future; whoever changes the condition calls `wake_all_locked()`, so no
+    wake-up is lost. Waking only schedules `set_result` on each waiter's loop with
+    `call_soon_threadsafe`, which neither blocks nor runs user code, so it is safe under the lock.
+    """
+
+    __slots__ = ("_waiters",)
+
+    def __init__(self) -> None:
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def add_locked(self) -> asyncio.Future[None]:
+        """Park a new future of the running loop; await it after releasing the lock."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.append((loop, fut))
+        return fut
+
+    def discard_locked(self, fut: asyncio.Future[None]) -> None:
+        """Forget `fut` (after a timeout or cancellation of its waiter); idempotent."""
+        self._waiters = [w for w in self._waiters if w[1] is not fut]
+
+    def wake_all_locked(self) -> None:
+        """Resolve every parked future (on its own loop) and forget them."""
+        if not self._waiters:
+            return
+        waiters, self._waiters = self._waiters, []
+        for loop, fut in waiters:
+            with contextlib.suppress(RuntimeError):  # a closed loop has nobody left to wake
+                loop.call_soon_threadsafe(_resolve, fut)

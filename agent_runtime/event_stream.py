@@ -1,0 +1,416 @@
+"""EventStream: the bounded, thread-safe mailbox of one run's events, ending in one terminal.
+
+Producers push events (from threads or asyncio); readers iterate (sync or async) and see the
+accepted events in FIFO order, an `EventsDropped` marker wherever overflow made a gap, and then the
+single terminal event (`AgentEnd`, `Error` or `Canceled`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from agent_runtime._errors import RunCanceled, RunFailed, StreamClosed, StreamOverflow
+from agent_runtime._gap_queue import GapQueue, StreamStats
+from agent_runtime._key import AgentKey
+from agent_runtime._timers import deadline_after, remaining
+from agent_runtime._wakeup import AsyncWaiters
+from agent_runtime._watchdog import Watchdog
+from agent_runtime.events import (
+    TERMINAL_TYPES,
+    AgentEnd,
+    Canceled,
+    Error,
+    Event,
+    EventsDropped,
+    Terminal,
+    is_terminal,
+)
+from agent_runtime.messages import AssistantMessage, Message
+
+if TYPE_CHECKING:
+    import pykka
+
+__all__ = [
+    "EventStream",
+    "OverflowPolicy",
+    "RunCanceled",
+    "RunFailed",
+    "StreamClosed",
+    "StreamOverflow",
+    "StreamStats",
+]
+
+OverflowPolicy = Literal["error", "drop_oldest", "drop_newest", "block"]
+"""What `push` does when the queue is full (see `EventStream`)."""
+
+_POLICIES: tuple[str, ...] = get_args(OverflowPolicy)
+
+
+class EventStream:
+    """The bounded mailbox of one run: events in FIFO order, then exactly one terminal event.
+
+    Guarantees:
+    - Thread-safe: any thread may push, read or end the stream; asyncio code uses `apush`,
+      `async for` and `aresult`, which never block the event loop. One internal lock guards the
+      state; no user code runs under it.
+    - Overflow (`max_queue` events queued): `"error"` raises `StreamOverflow` and does not accept
+      the event; `"drop_oldest"` evicts the oldest queued event; `"drop_newest"` discards the new
+      one; `"block"` waits for space (up to the push `timeout`), then raises `StreamOverflow`.
+    - Every gap is visible: a reader sees `EventsDropped(count=n)` immediately before the event
+      that follows `n` dropped events (or before the terminal), in the same take as that event,
+      so a marker is never separated from it. Markers take no queue space and carry the stream's
+      `agent`, `run_id` and the `seq` of the event they precede.
+    - The first of `complete`, `error`, `cancel` wins; the terminal needs no queue space, so it is
+      never lost to overflow. Events accepted before it are kept and delivered first, also to a
+      reader that attaches after the end. Terminals carry the stream's `agent`, `run_id` and
+      `seq` = 1 + the highest `seq` pushed.
+    - Several readers share the events (each event goes to exactly one reader); every reader
+      that reaches the end receives the terminal and stops.
+    - `timeout` bounds the lifetime: if no terminal arrived by then, the stream is canceled with
+      reason `"timeout"` (served by one shared timer thread, not a thread per stream). If `owner`
+      (the ref of a `supervisors.SupervisedActor`) exits for any reason before the end, the stream
+      is canceled with reason `"owner_down"`.
+
+    Raises:
+        ValueError: `max_queue < 1`, an unknown `overflow` policy, a `timeout <= 0` or an
+            invalid `agent` key.
+        TypeError: `owner` is not the ref of a `SupervisedActor`.
+    """
+
+    def __init__(
+        self,
+        max_queue: int = 10_000,
+        overflow: OverflowPolicy = "error",
+        timeout: float | None = None,
+        *,
+        owner: pykka.ActorRef[Any] | None = None,
+        run_id: str = "",
+        agent: AgentKey | None = None,
+    ) -> None:
+        if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+            raise ValueError(f"invalid max_queue {max_queue!r} (expected an int >= 1)")
+        if overflow not in _POLICIES:
+            raise ValueError(
+                f"unknown overflow policy {overflow!r} (expected one of: {', '.join(_POLICIES)})"
+            )
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"invalid timeout {timeout!r} (expected seconds > 0, or None)")
+        self._max_queue = max_queue
+        self._overflow: OverflowPolicy = overflow
+        self._run_id = run_id
+        self._agent = None if agent is None else AgentKey.of(agent)
+        self._lock = threading.Lock()
+        self._readable = threading.Condition(self._lock)  # an item or the terminal is available
+        self._writable = threading.Condition(self._lock)  # space freed, or the stream ended
+        self._ended = threading.Event()
+        self._async_readable = AsyncWaiters()
+        self._async_writable = AsyncWaiters()
+        self._async_ended = AsyncWaiters()
+        self._queue: GapQueue[Event] = GapQueue()
+        self._terminal: Terminal | None = None
+        self._pulled_end = False
+        self._max_seq = 0
+        self._watchdog = Watchdog()
+        self._watchdog.arm(self, timeout, owner)
+
+    @property
+    def run_id(self) -> str:
+        """The run id stamped on the events the stream builds (markers, terminal)."""
+        return self._run_id
+
+    @property
+    def agent(self) -> AgentKey | None:
+        """The agent key stamped on the events the stream builds (markers, terminal)."""
+        return self._agent
+
+    @property
+    def max_queue(self) -> int:
+        """The queue capacity."""
+        return self._max_queue
+
+    @property
+    def overflow(self) -> OverflowPolicy:
+        """The overflow policy of `push`."""
+        return self._overflow
+
+    @property
+    def done(self) -> bool:
+        """True once a terminal was accepted (queued events may still be unread)."""
+        return self._terminal is not None
+
+    @property
+    def terminal(self) -> Terminal | None:
+        """The terminal event, or None while the stream is open."""
+        return self._terminal
+
+    def stats(self) -> StreamStats:
+        """A consistent snapshot of the counters (see `StreamStats` for their definitions)."""
+        with self._lock:
+            return self._queue.stats(self._max_queue)
+
+    def __repr__(self) -> str:
+        return (
+            f"<EventStream run_id={self._run_id!r} queue={len(self._queue)}/{self._max_queue}"
+            f" overflow={self._overflow} done={self.done}>"
+        )
+
+    def push(self, event: Event, timeout: float | None = None) -> bool:
+        """Append `event`, applying the overflow policy if the queue is full.
+
+        `timeout` bounds the wait of the `"block"` policy (None: until space or the end; 0: no
+        wait); other policies never wait. Returns True if the event was queued, False if
+        `drop_newest` discarded it.
+
+        Raises:
+            StreamOverflow: the queue is full under `"error"`, or still full after `timeout`
+                under `"block"`; the event was not accepted.
+            StreamClosed: the stream has ended (also raised in a pusher blocked when it ends).
+            ValueError: `event` is a terminal event, or `timeout < 0`.
+        """
+        _check_pushable(event)
+        deadline = deadline_after(timeout, "push timeout")
+        with self._lock:
+            while (accepted := self._offer_locked(event, self._overflow)) is None:
+                left = remaining(deadline)
+                if left is not None and left <= 0:
+                    raise self._full(timeout)
+                self._writable.wait(left)
+        return accepted
+
+    async def apush(self, event: Event, timeout: float | None = None) -> bool:
+        """`push` for asyncio: same policies, returns and errors; waiting never blocks the loop.
+
+        Raises:
+            StreamOverflow, StreamClosed, ValueError: as `push`.
+        """
+        _check_pushable(event)
+        deadline = deadline_after(timeout, "push timeout")
+        while True:
+            with self._lock:
+                accepted = self._offer_locked(event, self._overflow)
+                if accepted is not None:
+                    return accepted
+                left = remaining(deadline)
+                if left is not None and left <= 0:
+                    raise self._full(timeout)
+                fut = self._async_writable.add_locked()
+            with contextlib.suppress(TimeoutError):  # the next offer raises StreamOverflow
+                await self._await(fut, self._async_writable, left)
+
+    def push_async(self, event: Event) -> bool:
+        """Append `event` without ever blocking; returns True if it was queued.
+
+        On a full queue `"drop_oldest"` evicts the oldest event; every other policy discards the
+        new one. Both are counted in `stats().dropped` and reported to readers by a marker. After
+        the end, the event is ignored (False).
+
+        Raises:
+            ValueError: `event` is a terminal event (a programming error, not overflow).
+        """
+        _check_pushable(event)
+        policy: OverflowPolicy = "drop_oldest" if self._overflow == "drop_oldest" else "drop_newest"
+        with self._lock:
+            if self._terminal is not None:
+                return False
+            return bool(self._offer_locked(event, policy))
+
+    def _offer_locked(self, event: Event, policy: OverflowPolicy) -> bool | None:
+        """Apply `policy`: True queued, False discarded, None must wait for space."""
+        if self._terminal is not None:
+            raise StreamClosed(f"stream {self._run_id!r} has ended; it accepts no more events")
+        self._max_seq = max(self._max_seq, event.seq)
+        if len(self._queue) >= self._max_queue:
+            if policy == "error":
+                raise self._full(None)
+            if policy == "block":
+                return None
+            if policy == "drop_newest":
+                self._queue.refuse()
+                return False
+            self._queue.evict()
+        self._queue.append(event)
+        self._readable.notify()
+        self._async_readable.wake_all_locked()
+        return True
+
+    def _full(self, timeout: float | None) -> StreamOverflow:
+        waited = "" if timeout is None else f" after waiting {timeout}s"
+        return StreamOverflow(
+            f"stream {self._run_id!r} is full ({self._max_queue} events queued,"
+            f" overflow={self._overflow!r}){waited}"
+        )
+
+    def complete(self, new_messages: Iterable[Message] = ()) -> bool:
+        """End the run successfully with `AgentEnd(new_messages)`; True if this call ended it."""
+        return self._finish(AgentEnd(new_messages=list(new_messages)))
+
+    def error(self, reason: str, partial: AssistantMessage | None = None) -> bool:
+        """End the run with `Error(reason, partial)`; True if this call ended it."""
+        return self._finish(Error(reason=reason, partial=partial))
+
+    def cancel(self, reason: str = "canceled") -> bool:
+        """End the run with `Canceled(reason)`; True if this call ended it.
+
+        Accepted events are kept: readers get them in order, then the `Canceled` event.
+        """
+        return self._finish(Canceled(reason=reason))
+
+    def _finish(self, terminal: Terminal) -> bool:
+        with self._lock:
+            if self._terminal is not None:
+                return False
+            self._terminal = terminal.model_copy(
+                update={"agent": self._agent, "run_id": self._run_id, "seq": self._max_seq + 1}
+            )
+            self._ended.set()
+            self._readable.notify_all()
+            self._writable.notify_all()
+            for waiters in (self._async_readable, self._async_writable, self._async_ended):
+                waiters.wake_all_locked()
+        self._watchdog.disarm()
+        return True
+
+    def _take_locked(self) -> tuple[EventsDropped | None, Event] | None:
+        """The next event (or the terminal) for a reader with its gap marker; None: wait."""
+        q = self._queue
+        if q:
+            gap, event = q.popleft()
+            if self._overflow == "block":
+                self._writable.notify()
+                self._async_writable.wake_all_locked()
+        elif self._terminal is not None:
+            gap, event = q.pop_tail_gap(), self._terminal
+        else:
+            return None
+        if not gap:
+            return None, event
+        return EventsDropped(
+            agent=self._agent, run_id=self._run_id, seq=event.seq, count=gap
+        ), event
+
+    def __iter__(self) -> Iterator[Event]:
+        """Yield events (and gap markers) in FIFO order, then the terminal, then stop.
+
+        Blocks while the stream is open and empty; the stream's `timeout`, owner or a `cancel`
+        from another thread is the way out of a wait.
+        """
+        while True:
+            with self._lock:
+                while (taken := self._take_locked()) is None:
+                    self._readable.wait()
+            marker, item = taken
+            if marker is not None:
+                yield marker
+            yield item
+            if is_terminal(item):
+                return
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        """`__iter__` for asyncio: waiting for events never blocks the event loop."""
+        while True:
+            with self._lock:
+                taken = self._take_locked()
+                if taken is None:
+                    fut = self._async_readable.add_locked()
+            if taken is None:
+                await self._await(fut, self._async_readable, None)
+                continue
+            marker, item = taken
+            if marker is not None:
+                yield marker
+            yield item
+            if is_terminal(item):
+                return
+
+    def pull_many(self, max_items: int = 256, timeout: float | None = None) -> list[Event]:
+        """Take up to `max_items` events at once, waiting up to `timeout` for at least one.
+
+        Returns what is available, each event preceded by its gap marker if any (markers do not
+        count toward `max_items`), ending with the terminal once it is reached; returns `[]` on
+        timeout and on every call after the terminal was returned.
+
+        Raises:
+            ValueError: `max_items < 1` or `timeout < 0`.
+        """
+        if max_items < 1:
+            raise ValueError(f"invalid max_items {max_items!r} (expected an int >= 1)")
+        deadline = deadline_after(timeout, "pull timeout")
+        out: list[Event] = []
+        with self._lock:
+            while not self._pulled_end:
+                count = 0
+                while count < max_items and (taken := self._take_locked()) is not None:
+                    marker, item = taken
+                    if marker is not None:
+                        out.append(marker)
+                    out.append(item)
+                    count += 1
+                    if is_terminal(item):
+                        self._pulled_end = True
+                        break
+                left = remaining(deadline)
+                if out or (left is not None and left <= 0):
+                    break
+                self._readable.wait(left)
+        return out
+
+    def result(self, timeout: float | None = None) -> list[Message]:
+        """Wait for the terminal and return `AgentEnd.new_messages` (queued events stay unread).
+
+        Raises:
+            RunFailed: the run ended with `Error` (carries `reason` and `partial`).
+            RunCanceled: the run ended with `Canceled` (carries `reason`).
+            TimeoutError: no terminal within `timeout` seconds.
+        """
+        if not self._ended.wait(timeout):
+            raise TimeoutError(f"stream {self._run_id!r} did not end within {timeout}s")
+        return self._outcome()
+
+    async def aresult(self, timeout: float | None = None) -> list[Message]:
+        """`result` for asyncio: waiting never blocks the event loop.
+
+        Raises:
+            RunFailed, RunCanceled, TimeoutError: as `result`.
+        """
+        with self._lock:
+            fut = None if self._terminal is not None else self._async_ended.add_locked()
+        if fut is not None:
+            try:
+                await self._await(fut, self._async_ended, timeout)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"stream {self._run_id!r} did not end within {timeout}s"
+                ) from None
+        return self._outcome()
+
+    def _outcome(self) -> list[Message]:
+        terminal = self._terminal
+        if isinstance(terminal, AgentEnd):
+            return list(terminal.new_messages)
+        if isinstance(terminal, Error):
+            raise RunFailed(terminal.reason, terminal.partial)
+        assert isinstance(terminal, Canceled)
+        raise RunCanceled(terminal.reason)
+
+    async def _await(
+        self, fut: asyncio.Future[None], waiters: AsyncWaiters, timeout: float | None
+    ) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                await fut
+        finally:
+            if not fut.done() or fut.cancelled():
+                with self._lock:
+                    waiters.discard_locked(fut)
+
+
+def _check_pushable(event: Event) -> None:
+    if isinstance(event, TERMINAL_TYPES):
+        raise ValueError(
+            f"{type(event).__name__} is a terminal event; end the stream with"
+            " complete(), error() or cancel()"
+        )

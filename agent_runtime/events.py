@@ -1,0 +1,215 @@
+"""Event models: what a run reports, in order, to its stream and subscribers.
+
+Every event is a frozen pydantic model discriminated by its `type` literal and carries the run's
+identity: `agent` (an `AgentKey`, or None outside an agent), `run_id`, `seq` (per run, gap-free
+unless events were dropped, which an `EventsDropped` marker then reports) and `ts` (wall-clock
+seconds). Every event round-trips through JSON, `agent` coming back as an `AgentKey`. A run ends
+with exactly one terminal event: `AgentEnd`, `Error` or `Canceled`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal, TypeGuard
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+
+from agent_runtime._key import AgentKey
+from agent_runtime.messages import AssistantMessage, Message, ToolResult, ToolResultMessage
+
+__all__ = [
+    "AgentEnd",
+    "AgentStart",
+    "Canceled",
+    "Error",
+    "Event",
+    "EventAdapter",
+    "EventsDropped",
+    "MessageDelta",
+    "MessageEnd",
+    "MessageStart",
+    "MessageUpdate",
+    "ProviderRetry",
+    "ProviderRetryEnd",
+    "TERMINAL_TYPES",
+    "Terminal",
+    "ToolExecutionEnd",
+    "ToolExecutionStart",
+    "ToolExecutionUpdate",
+    "TurnEnd",
+    "TurnStart",
+    "is_terminal",
+]
+
+_Key = Annotated[AgentKey, AfterValidator(AgentKey.of)]
+
+
+class _EventBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent: _Key | None = None
+    run_id: str = ""
+    seq: int = 0
+    ts: float = Field(default_factory=time.time)
+
+
+class AgentStart(_EventBase):
+    """A run started."""
+
+    type: Literal["agent_start"] = "agent_start"
+
+
+class TurnStart(_EventBase):
+    """A turn (one model call and the tool calls it asks for) started."""
+
+    type: Literal["turn_start"] = "turn_start"
+
+
+class MessageStart(_EventBase):
+    """A message entered the transcript (user, tool result) or began streaming (assistant)."""
+
+    type: Literal["message_start"] = "message_start"
+    message: Message
+
+
+class MessageDelta(BaseModel):
+    """One streamed fragment of the assistant message: `delta` appended to block `content_index`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["text", "thinking", "tool_call"]
+    content_index: int
+    delta: str
+
+
+class MessageUpdate(_EventBase):
+    """The streaming assistant message grew by `delta`; `message` is its state after the delta."""
+
+    type: Literal["message_update"] = "message_update"
+    message: AssistantMessage
+    delta: MessageDelta
+
+
+class MessageEnd(_EventBase):
+    """A message is complete (for the assistant: the final, committed message)."""
+
+    type: Literal["message_end"] = "message_end"
+    message: Message
+
+
+class ToolExecutionStart(_EventBase):
+    """A tool call started executing with validated `args`."""
+
+    type: Literal["tool_execution_start"] = "tool_execution_start"
+    tool_call_id: str
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolExecutionUpdate(_EventBase):
+    """A running tool reported progress (`partial`, from `ToolContext.update`)."""
+
+    type: Literal["tool_execution_update"] = "tool_execution_update"
+    tool_call_id: str
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    partial: ToolResult
+
+
+class ToolExecutionEnd(_EventBase):
+    """A tool call finished; exactly one per started call, also when it failed or was aborted."""
+
+    type: Literal["tool_execution_end"] = "tool_execution_end"
+    tool_call_id: str
+    name: str
+    result: ToolResult
+    is_error: bool = False
+
+
+class TurnEnd(_EventBase):
+    """A turn ended: its assistant message and the results of its tool calls, in call order."""
+
+    type: Literal["turn_end"] = "turn_end"
+    message: AssistantMessage
+    tool_results: list[ToolResultMessage] = Field(default_factory=list)
+
+
+class ProviderRetry(_EventBase):
+    """A retryable provider failure: attempt `attempt` will be retried after `delay` seconds."""
+
+    type: Literal["provider_retry"] = "provider_retry"
+    attempt: int
+    delay: float
+    error: str
+
+
+class ProviderRetryEnd(_EventBase):
+    """A sequence of provider retries ended with `outcome`."""
+
+    type: Literal["provider_retry_end"] = "provider_retry_end"
+    attempt: int
+    outcome: Literal["succeeded", "failed", "aborted"]
+
+
+class EventsDropped(_EventBase):
+    """`count` events were dropped by overflow right before the event that follows this marker."""
+
+    type: Literal["events_dropped"] = "events_dropped"
+    count: int
+
+
+class AgentEnd(_EventBase):
+    """Terminal: the run completed; `new_messages` holds only the messages this run created."""
+
+    type: Literal["agent_end"] = "agent_end"
+    new_messages: list[Message] = Field(default_factory=list)
+
+
+class Error(_EventBase):
+    """Terminal: the run failed with `reason`; `partial` is the unfinished assistant message."""
+
+    type: Literal["error"] = "error"
+    reason: str
+    partial: AssistantMessage | None = None
+
+
+class Canceled(_EventBase):
+    """Terminal: the run was canceled (`"user_abort"`, `"timeout"`, `"owner_down"`, ...)."""
+
+    type: Literal["canceled"] = "canceled"
+    reason: str
+
+
+Event = Annotated[
+    AgentStart
+    | TurnStart
+    | MessageStart
+    | MessageUpdate
+    | MessageEnd
+    | ToolExecutionStart
+    | ToolExecutionUpdate
+    | ToolExecutionEnd
+    | TurnEnd
+    | ProviderRetry
+    | ProviderRetryEnd
+    | EventsDropped
+    | AgentEnd
+    | Error
+    | Canceled,
+    Field(discriminator="type"),
+]
+"""Any event, discriminated by `type`."""
+
+Terminal = AgentEnd | Error | Canceled
+"""The events that end a run."""
+
+TERMINAL_TYPES: tuple[type[AgentEnd], type[Error], type[Canceled]] = (AgentEnd, Error, Canceled)
+"""The terminal event classes, for `isinstance(event, TERMINAL_TYPES)`."""
+
+EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
+"""Validates / parses one `Event` from Python data or JSON (`validate_json`)."""
+
+
+def is_terminal(event: object) -> TypeGuard[AgentEnd | Error | Canceled]:
+    """True if `event` ends a run (`AgentEnd`, `Error` or `Canceled`)."""
+    return isinstance(event, TERMINAL_TYPES)

@@ -1,0 +1,695 @@
+"""EventStream: overflow policies, visible gaps, terminals, lifetime, owner, readers, asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pykka
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import supervisors
+from agent_runtime._key import AgentKey
+from agent_runtime._timers import pending_timers
+from agent_runtime.event_stream import (
+    EventStream,
+    RunCanceled,
+    RunFailed,
+    StreamClosed,
+    StreamOverflow,
+)
+from agent_runtime.events import (
+    AgentEnd,
+    Canceled,
+    Error,
+    Event,
+    EventsDropped,
+    TurnStart,
+    is_terminal,
+)
+from agent_runtime.messages import AssistantMessage, TextContent, UserMessage
+from agent_runtime.testing import wait_until
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def ev(seq: int, source: str = "") -> TurnStart:
+    """A cheap event; `seq` identifies it, `run_id` names its producer."""
+    return TurnStart(seq=seq, run_id=source)
+
+
+def drain(stream: EventStream) -> list[Event]:
+    """Everything a fresh reader sees, up to and including the terminal."""
+    return list(stream)
+
+
+def seqs(events: list[Event]) -> list[Any]:
+    """Events as seqs, markers as ("gap", n), the terminal as its type name."""
+    out: list[Any] = []
+    for e in events:
+        if isinstance(e, EventsDropped):
+            out.append(("gap", e.count))
+        elif is_terminal(e):
+            out.append(e.type)
+        else:
+            out.append(e.seq)
+    return out
+
+
+def blocked_pushers(stream: EventStream) -> int:
+    """White box: how many threads wait for space (to start a test once a pusher is parked)."""
+    return len(stream._writable._waiters)  # type: ignore[attr-defined]
+
+
+def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    """Run `fn` in a daemon thread; the dict gets its "result" or "error"."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def full_stream(overflow: Any, max_queue: int = 2, **kw: Any) -> EventStream:
+    stream = EventStream(max_queue=max_queue, overflow=overflow, **kw)
+    for i in range(1, max_queue + 1):
+        stream.push(ev(i))
+    return stream
+
+
+# -- construction ----------------------------------------------------------------------------
+
+
+def test_an_unknown_overflow_policy_is_named_in_the_error() -> None:
+    with pytest.raises(ValueError) as info:
+        EventStream(overflow="drop-old")  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "unknown overflow policy 'drop-old'"
+        " (expected one of: error, drop_oldest, drop_newest, block)"
+    )
+
+
+@pytest.mark.parametrize("max_queue", [0, -1, True])
+def test_max_queue_below_one_is_rejected(max_queue: int) -> None:
+    with pytest.raises(ValueError, match=f"max_queue {max_queue!r}"):
+        EventStream(max_queue=max_queue)
+
+
+@pytest.mark.parametrize("timeout", [0, -1.5])
+def test_a_lifetime_timeout_must_be_positive(timeout: float) -> None:
+    with pytest.raises(ValueError, match=f"timeout {timeout!r}"):
+        EventStream(timeout=timeout)
+
+
+def test_a_negative_push_timeout_is_rejected() -> None:
+    with pytest.raises(ValueError, match="push timeout -1"):
+        EventStream().push(ev(1), timeout=-1)
+
+
+# -- overflow policies -----------------------------------------------------------------------
+
+
+def test_error_policy_raises_and_does_not_accept_the_event() -> None:
+    stream = full_stream("error")
+    with pytest.raises(StreamOverflow, match="full"):
+        stream.push(ev(3))
+    stream.complete()
+    assert seqs(drain(stream)) == [1, 2, "agent_end"]
+    assert stream.stats().dropped == 0
+
+
+def test_drop_oldest_evicts_and_marks_the_gap_before_the_next_event() -> None:
+    stream = full_stream("drop_oldest", max_queue=2)
+    assert stream.push(ev(3)) is True
+    assert stream.push(ev(4)) is True
+    stream.complete()
+    assert seqs(drain(stream)) == [("gap", 2), 3, 4, "agent_end"]
+
+
+def test_drop_newest_discards_and_marks_the_gap_before_the_next_event() -> None:
+    stream = full_stream("drop_newest", max_queue=2)
+    assert stream.push(ev(3)) is False
+    assert stream.push(ev(4)) is False
+    assert seqs(stream.pull_many(max_items=1)) == [1]  # one slot frees
+    stream.push(ev(5))
+    stream.complete()
+    assert seqs(drain(stream)) == [2, ("gap", 2), 5, "agent_end"]
+
+
+def test_a_gap_at_the_end_is_marked_before_the_terminal() -> None:
+    stream = full_stream("drop_newest", max_queue=1)
+    stream.push(ev(2))
+    stream.cancel()
+    events = drain(stream)
+    assert seqs(events) == [1, ("gap", 1), "canceled"]
+    assert events[1].seq == events[2].seq == 3
+
+
+def test_markers_take_no_queue_space() -> None:
+    stream = full_stream("drop_oldest", max_queue=1)
+    stream.push(ev(2))
+    assert stream.stats().queue_size == 1
+    assert stream.push(ev(3)) is True
+    stream.complete()
+    assert seqs(drain(stream)) == [("gap", 2), 3, "agent_end"]
+
+
+def test_a_marker_carries_the_stream_identity_and_the_seq_of_the_event_after_it() -> None:
+    key = AgentKey("s", "r", 0)
+    stream = full_stream("drop_oldest", max_queue=1, agent=key, run_id="run-1")
+    stream.push(ev(7))
+    marker, event = stream.pull_many(max_items=2)
+    assert isinstance(marker, EventsDropped)
+    assert (marker.agent, marker.run_id, marker.seq, marker.count) == (key, "run-1", 7, 1)
+    assert event.seq == 7
+
+
+@pytest.mark.parametrize("overflow", ["error", "block", "drop_newest"])
+def test_push_async_drops_the_new_event_when_full(overflow: Any) -> None:
+    stream = full_stream(overflow, max_queue=1)
+    assert stream.push_async(ev(2)) is False
+    stream.push_async(ev(3))
+    stream.complete()
+    assert seqs(drain(stream)) == [1, ("gap", 2), "agent_end"]
+    assert stream.stats().dropped == 2
+
+
+def test_push_async_under_drop_oldest_evicts() -> None:
+    stream = full_stream("drop_oldest", max_queue=1)
+    assert stream.push_async(ev(2)) is True
+    stream.complete()
+    assert seqs(drain(stream)) == [("gap", 1), 2, "agent_end"]
+
+
+def test_block_waits_for_the_timeout_then_raises() -> None:
+    stream = full_stream("block", max_queue=1)
+    start = time.monotonic()
+    with pytest.raises(StreamOverflow, match=r"after waiting 0\.05s"):
+        stream.push(ev(2), timeout=0.05)
+    assert time.monotonic() - start >= 0.05
+    assert stream.stats().queue_size == 1
+
+
+def test_block_with_zero_timeout_does_not_wait() -> None:
+    stream = full_stream("block", max_queue=1)
+    with pytest.raises(StreamOverflow):
+        stream.push(ev(2), timeout=0)
+
+
+def test_a_blocked_pusher_proceeds_when_a_reader_makes_space() -> None:
+    stream = full_stream("block", max_queue=1)
+    thread, box = in_thread(lambda: stream.push(ev(2), timeout=10))
+    wait_until(lambda: blocked_pushers(stream) == 1, what="pusher parked")
+    assert seqs(stream.pull_many(max_items=1)) == [1]
+    thread.join(5)
+    assert box == {"result": True}
+    assert seqs(stream.pull_many(max_items=1)) == [2]
+
+
+def test_a_blocked_pusher_is_released_by_cancel() -> None:
+    stream = full_stream("block", max_queue=1)
+    thread, box = in_thread(lambda: stream.push(ev(2)))
+    wait_until(lambda: blocked_pushers(stream) == 1, what="pusher parked")
+    stream.cancel()
+    thread.join(5)
+    assert isinstance(box.get("error"), StreamClosed)
+    assert seqs(drain(stream)) == [1, "canceled"]
+
+
+# -- terminals -------------------------------------------------------------------------------
+
+
+def test_the_terminal_is_never_lost_on_a_full_queue() -> None:
+    stream = full_stream("error", max_queue=2)
+    assert stream.complete([UserMessage(content="hi", timestamp=1.0)]) is True
+    assert seqs(drain(stream)) == [1, 2, "agent_end"]
+    assert stream.result(timeout=1) == [UserMessage(content="hi", timestamp=1.0)]
+
+
+def test_the_first_terminal_wins() -> None:
+    stream = EventStream()
+    assert stream.error("boom") is True
+    assert stream.complete() is False
+    assert stream.cancel() is False
+    assert isinstance(stream.terminal, Error)
+    assert seqs(drain(stream)) == ["error"]
+
+
+def test_exactly_one_of_racing_terminals_wins() -> None:
+    stream = EventStream()
+    barrier = threading.Barrier(6)
+    wins: list[bool] = []
+
+    def end(i: int) -> None:
+        barrier.wait(5)
+        wins.append(stream.cancel(f"r{i}") if i % 2 else stream.complete())
+
+    threads = [threading.Thread(target=end, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert sorted(wins) == [False] * 5 + [True]
+    assert [e.type for e in drain(stream)] == [stream.terminal.type]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("overflow", ["error", "drop_oldest", "drop_newest", "block"])
+def test_push_after_the_terminal_raises_stream_closed(overflow: Any) -> None:
+    stream = EventStream(overflow=overflow)
+    stream.complete()
+    with pytest.raises(StreamClosed):
+        stream.push(ev(1))
+    assert stream.push_async(ev(2)) is False
+    assert stream.stats().dropped == 0
+
+
+def test_apush_after_the_terminal_raises_stream_closed() -> None:
+    stream = EventStream()
+    stream.cancel()
+    with pytest.raises(StreamClosed):
+        asyncio.run(stream.apush(ev(1)))
+
+
+@pytest.mark.parametrize("terminal", [AgentEnd(), Error(reason="x"), Canceled(reason="y")])
+def test_terminal_events_cannot_be_pushed(terminal: Event) -> None:
+    stream = EventStream()
+    with pytest.raises(ValueError, match="complete"):
+        stream.push(terminal)
+    with pytest.raises(ValueError, match="terminal"):
+        stream.push_async(terminal)
+    assert not stream.done
+
+
+def test_cancel_keeps_accepted_events_for_a_late_consumer() -> None:
+    stream = EventStream()
+    for i in (1, 2, 3):
+        stream.push(ev(i))
+    stream.cancel("user_abort")
+    assert seqs(drain(stream)) == [1, 2, 3, "canceled"]
+    assert seqs(drain(stream)) == ["canceled"]  # a second late reader still sees the end
+    with pytest.raises(RunCanceled) as info:
+        stream.result(timeout=1)
+    assert info.value.reason == "user_abort"
+
+
+def test_terminal_carries_the_stream_identity_and_the_next_seq() -> None:
+    key = AgentKey("s1", "research", 0)
+    stream = EventStream(agent=key, run_id="run-9")
+    stream.push(ev(4))
+    stream.push(ev(2))
+    stream.complete()
+    terminal = stream.terminal
+    assert terminal is not None
+    assert (terminal.agent, terminal.run_id, terminal.seq) == (key, "run-9", 5)
+
+
+def test_result_raises_run_failed_with_the_partial_message() -> None:
+    stream = EventStream()
+    partial = AssistantMessage(content=[TextContent(text="half")], stop_reason="error")
+    stream.error("provider_down", partial)
+    with pytest.raises(RunFailed) as info:
+        stream.result()
+    assert (info.value.reason, info.value.partial) == ("provider_down", partial)
+
+
+def test_result_times_out_on_an_open_stream() -> None:
+    with pytest.raises(TimeoutError):
+        EventStream().result(timeout=0.01)
+
+
+def test_result_does_not_consume_events() -> None:
+    stream = EventStream()
+    stream.push(ev(1))
+    stream.complete()
+    assert stream.result() == []
+    assert seqs(drain(stream)) == [1, "agent_end"]
+
+
+def test_done_and_terminal_report_the_end() -> None:
+    stream = EventStream()
+    assert (stream.done, stream.terminal) == (False, None)
+    stream.cancel()
+    assert stream.done
+    assert isinstance(stream.terminal, Canceled)
+
+
+# -- lifetime and owner ----------------------------------------------------------------------
+
+
+def test_the_lifetime_timeout_cancels_with_reason_timeout() -> None:
+    start = time.monotonic()
+    stream = EventStream(timeout=0.1)
+    stream.push(ev(1))
+    with pytest.raises(RunCanceled, match="timeout"):
+        stream.result(timeout=5)
+    assert 0.09 <= time.monotonic() - start < 3
+    assert seqs(drain(stream)) == [1, "canceled"]
+
+
+def test_a_terminal_cancels_the_lifetime_timer() -> None:
+    before = pending_timers()
+    stream = EventStream(timeout=60)
+    assert pending_timers() == before + 1
+    stream.complete()
+    assert pending_timers() == before
+
+
+def test_lifetime_timers_share_one_thread_and_do_not_keep_streams_alive() -> None:
+    streams = [EventStream(timeout=60) for _ in range(50)]
+    assert sum(t.name == "agent-runtime-timers" for t in threading.enumerate()) == 1
+    ref = weakref.ref(streams[0])
+    del streams
+    gc.collect()
+    assert ref() is None
+
+
+class _Owner(supervisors.SupervisedActor):
+    pass
+
+
+@pytest.fixture
+def owner() -> Iterator[pykka.ActorRef[Any]]:
+    ref = _Owner.start()
+    yield ref
+    if ref.is_alive():
+        ref.stop()
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_the_owner_exiting_cancels_with_owner_down(owner: pykka.ActorRef[Any], how: str) -> None:
+    stream = EventStream(owner=owner)
+    stream.push(ev(1))
+    if how == "stop":
+        owner.stop()
+    else:
+        supervisors.kill(owner)
+    with pytest.raises(RunCanceled, match="owner_down"):
+        stream.result(timeout=5)
+    assert seqs(drain(stream)) == [1, "canceled"]
+
+
+def test_a_dead_owner_cancels_at_once(owner: pykka.ActorRef[Any]) -> None:
+    owner.stop()
+    stream = EventStream(owner=owner)
+    assert isinstance(stream.terminal, Canceled)
+    assert stream.terminal.reason == "owner_down"
+
+
+def test_a_terminal_cancels_the_owner_monitor(monkeypatch: pytest.MonkeyPatch) -> None:
+    handles: list[Any] = []
+
+    class FakeMonitor:
+        cancelled = False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    def fake_monitor(ref: Any, callback: Any) -> FakeMonitor:
+        handle = FakeMonitor()
+        handles.append(handle)
+        return handle
+
+    monkeypatch.setattr(supervisors, "monitor", fake_monitor)
+    stream = EventStream(owner=object())  # type: ignore[arg-type]
+    assert not handles[0].cancelled
+    stream.complete()
+    assert handles[0].cancelled
+
+
+# -- readers ---------------------------------------------------------------------------------
+
+
+def test_pull_many_returns_what_is_available_up_to_max_items() -> None:
+    stream = EventStream()
+    for i in range(5):
+        stream.push(ev(i))
+    assert seqs(stream.pull_many(max_items=3)) == [0, 1, 2]
+    assert seqs(stream.pull_many(max_items=3)) == [3, 4]
+    assert stream.pull_many(timeout=0.01) == []
+    stream.complete()
+    assert seqs(stream.pull_many()) == ["agent_end"]
+    assert stream.pull_many() == []
+
+
+def test_pull_many_waits_for_a_first_event() -> None:
+    stream = EventStream()
+    thread, box = in_thread(lambda: stream.pull_many(timeout=10))
+    stream.push(ev(1))
+    thread.join(5)
+    assert seqs(box["result"]) == [1]
+
+
+def test_every_reader_receives_the_terminal() -> None:
+    stream = EventStream()
+    readers = [in_thread(lambda: drain(stream)) for _ in range(3)]
+    stream.cancel()
+    for thread, box in readers:
+        thread.join(5)
+        assert seqs(box["result"]) == ["canceled"]
+
+
+def test_many_producers_and_readers_deliver_every_event_once_in_producer_order() -> None:
+    producers, per_producer = 8, 2000
+    stream = EventStream(max_queue=64, overflow="block")
+
+    def produce(p: int) -> None:
+        for i in range(per_producer):
+            stream.push(ev(i, source=f"p{p}"), timeout=10)
+
+    readers = [in_thread(lambda: drain(stream)) for _ in range(4)]
+    writers = [threading.Thread(target=produce, args=(p,)) for p in range(producers)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(10)
+    stream.complete()
+    seen: list[tuple[str, int]] = []
+    for thread, box in readers:
+        thread.join(10)
+        events = box["result"]
+        assert isinstance(events[-1], AgentEnd)
+        mine = [(e.run_id, e.seq) for e in events[:-1]]
+        for p in range(producers):
+            own = [i for src, i in mine if src == f"p{p}"]
+            assert own == sorted(own)  # per-producer FIFO within each reader
+        seen += mine
+    assert sorted(seen) == sorted(
+        (f"p{p}", i) for p in range(producers) for i in range(per_producer)
+    )
+    stats = stream.stats()
+    assert (stats.accepted, stats.delivered, stats.dropped) == (16000, 16000, 0)
+
+
+# -- asyncio ---------------------------------------------------------------------------------
+
+
+def test_apush_waits_for_space_without_blocking_the_loop() -> None:
+    stream = full_stream("block", max_queue=1)
+
+    async def main() -> None:
+        pusher = asyncio.create_task(stream.apush(ev(2), timeout=10))
+        ticks = 0
+        while ticks < 20:  # the loop keeps running while the pusher waits
+            await asyncio.sleep(0)
+            ticks += 1
+        assert not pusher.done()
+        in_thread(lambda: stream.pull_many(max_items=1))
+        assert await asyncio.wait_for(pusher, 5) is True
+
+    asyncio.run(main())
+    assert seqs(stream.pull_many()) == [2]
+
+
+def test_apush_times_out_with_stream_overflow() -> None:
+    stream = full_stream("block", max_queue=1)
+    with pytest.raises(StreamOverflow):
+        asyncio.run(stream.apush(ev(2), timeout=0.02))
+
+
+def test_a_waiting_apush_is_released_by_cancel() -> None:
+    stream = full_stream("block", max_queue=1)
+
+    async def main() -> None:
+        pusher = asyncio.create_task(stream.apush(ev(2)))
+        await asyncio.sleep(0)
+        in_thread(stream.cancel)
+        with pytest.raises(StreamClosed):
+            await asyncio.wait_for(pusher, 5)
+
+    asyncio.run(main())
+
+
+def test_async_for_reads_events_from_another_thread_without_blocking_the_loop() -> None:
+    stream = EventStream()
+
+    async def main() -> tuple[list[Event], int]:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+
+        def produce() -> None:
+            wait_until(lambda: ticks >= 5, what="the loop ran while the reader waited")
+            for i in range(100):
+                stream.push(ev(i))
+            stream.complete()
+
+        in_thread(produce)
+        got = [e async for e in stream]
+        stop.set()
+        await task
+        return got, ticks
+
+    got, ticks = asyncio.run(asyncio.wait_for(main(), 10))
+    assert seqs(got) == [*range(100), "agent_end"]
+    assert ticks >= 5
+
+
+def test_async_and_thread_readers_and_pushers_share_one_stream() -> None:
+    stream = EventStream(max_queue=8, overflow="block")
+
+    def produce(p: int) -> None:
+        for i in range(300):
+            stream.push(ev(i, source=f"t{p}"), timeout=10)
+
+    thread_readers = [in_thread(lambda: drain(stream)) for _ in range(2)]
+    thread_pushers = [in_thread(functools.partial(produce, p)) for p in range(2)]
+
+    async def main() -> list[list[Event]]:
+        async def read() -> list[Event]:
+            return [e async for e in stream]
+
+        async def push(p: int) -> None:
+            for i in range(300):
+                await stream.apush(ev(i, source=f"a{p}"), timeout=10)
+
+        readers = [asyncio.create_task(read()) for _ in range(2)]
+        await asyncio.gather(*(push(p) for p in range(2)))
+        for thread, _ in thread_pushers:
+            await asyncio.to_thread(thread.join, 10)
+        stream.complete()
+        return list(await asyncio.gather(*readers))
+
+    results = asyncio.run(asyncio.wait_for(main(), 10))
+    for thread, box in thread_readers:
+        thread.join(10)
+        results.append(box["result"])
+    assert all(isinstance(r[-1], AgentEnd) for r in results)
+    seen = sorted((e.run_id, e.seq) for r in results for e in r[:-1])
+    sources = ["a0", "a1", "t0", "t1"]
+    assert seen == sorted((src, i) for src in sources for i in range(300))
+
+
+def test_aresult_waits_for_the_terminal() -> None:
+    stream = EventStream()
+
+    async def main() -> list[Any]:
+        in_thread(lambda: stream.complete([UserMessage(content="x", timestamp=0.0)]))
+        return await stream.aresult(timeout=5)
+
+    assert asyncio.run(main()) == [UserMessage(content="x", timestamp=0.0)]
+
+
+def test_aresult_times_out() -> None:
+    with pytest.raises(TimeoutError):
+        asyncio.run(EventStream().aresult(timeout=0.01))
+
+
+# -- the invariant ---------------------------------------------------------------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("push"), st.none()),
+        st.tuples(st.just("push_async"), st.none()),
+        st.tuples(st.just("read"), st.integers(1, 4)),
+        st.tuples(st.just("end"), st.sampled_from(["complete", "error", "cancel"])),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=ops,
+    overflow=st.sampled_from(["error", "drop_oldest", "drop_newest", "block"]),
+    max_queue=st.integers(1, 4),
+)
+def test_a_reader_sees_a_fifo_subsequence_with_every_gap_marked(
+    ops: list[tuple[str, Any]], overflow: Any, max_queue: int
+) -> None:
+    stream = EventStream(max_queue=max_queue, overflow=overflow)
+    offered: list[int] = []  # seqs of events the stream took responsibility for
+    highest = 0  # highest seq pushed before the end, also by a push that raised
+    seen: list[Event] = []
+    endings = {"complete": stream.complete, "error": lambda: stream.error("boom")}
+    for op, arg in ops:
+        seq = len(offered) + 1
+        if op in ("push", "push_async") and not stream.done:
+            highest = seq
+        if op == "push":
+            try:
+                stream.push(ev(seq), timeout=0)
+                offered.append(seq)
+            except (StreamOverflow, StreamClosed):
+                pass
+        elif op == "push_async":
+            if not stream.done:
+                stream.push_async(ev(seq))
+                offered.append(seq)
+        elif op == "read":
+            seen += stream.pull_many(max_items=arg, timeout=0)
+        else:
+            endings.get(arg, stream.cancel)()
+        stats = stream.stats()
+        assert stats.accepted == stats.delivered + stats.evicted + stats.queue_size
+    stream.cancel()
+    if seen and is_terminal(seen[-1]):
+        assert stream.pull_many() == []
+    else:
+        seen += stream.pull_many(max_items=1000)
+    assert seqs(drain(stream))[-1:] == [stream.terminal.type]  # type: ignore[union-attr]
+
+    # exactly one terminal, last, with the next seq
+    assert is_terminal(seen[-1]) and not any(is_terminal(e) for e in seen[:-1])
+    assert seen[-1].seq == highest + 1
+    # events form a FIFO subsequence; a marker sits exactly where (and only where) a gap is
+    previous = pending_gap = marker_seq = 0
+    for e in seen:
+        if isinstance(e, EventsDropped):
+            assert pending_gap == 0, "two markers in a row"
+            pending_gap = e.count
+            marker_seq = e.seq
+            continue
+        if pending_gap:
+            assert marker_seq == e.seq  # the marker carries the seq of the event after the gap
+        position = e.seq if not is_terminal(e) else len(offered) + 1
+        assert position - previous - 1 == pending_gap
+        previous, pending_gap = position, 0
+    stats = stream.stats()
+    delivered = [e for e in seen if not isinstance(e, EventsDropped) and not is_terminal(e)]
+    assert stats.queue_size == 0
+    assert stats.delivered == len(delivered)
+    assert stats.dropped == sum(e.count for e in seen if isinstance(e, EventsDropped))
+    assert stats.accepted == stats.delivered + stats.evicted
+    assert stats.delivered + stats.dropped == len(offered)

@@ -1,0 +1,106 @@
+"""Event models: JSON round trip of every event type, discrimination, identity and terminals."""
+
+from __future__ import annotations
+
+import re
+import typing
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from agent_runtime._key import AgentKey
+from agent_runtime.events import (
+    TERMINAL_TYPES,
+    AgentEnd,
+    AgentStart,
+    Canceled,
+    Error,
+    Event,
+    EventAdapter,
+    EventsDropped,
+    MessageStart,
+    TurnStart,
+    is_terminal,
+)
+from agent_runtime.messages import UserMessage
+from tests.agent_runtime.strategies import EVENT_STRATEGIES, events
+
+EVENT_CLASSES: tuple[type[Any], ...] = typing.get_args(typing.get_args(Event)[0])
+
+
+def test_the_strategies_cover_every_event_type() -> None:
+    assert set(EVENT_STRATEGIES) == set(EVENT_CLASSES)
+
+
+@pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_every_event_type_round_trips_through_json(cls: type[Any], data: st.DataObject) -> None:
+    event = data.draw(EVENT_STRATEGIES[cls])
+    again = EventAdapter.validate_json(EventAdapter.dump_json(event))
+    assert again == event
+    assert type(again) is cls
+    assert again.agent is None or type(again.agent) is AgentKey
+
+
+@given(events)
+def test_an_event_round_trips_through_its_own_class(event: Any) -> None:
+    assert type(event).model_validate_json(event.model_dump_json()) == event
+
+
+def test_type_literals_are_unique_snake_case_names() -> None:
+    names = [cls.model_fields["type"].default for cls in EVENT_CLASSES]
+    assert len(set(names)) == len(names)
+    assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", n) for n in names)
+
+
+def test_events_are_discriminated_by_type() -> None:
+    parsed = EventAdapter.validate_python({"type": "canceled", "reason": "user_abort", "seq": 3})
+    assert parsed == Canceled(reason="user_abort", seq=3, ts=parsed.ts)
+
+
+def test_an_unknown_event_type_is_rejected() -> None:
+    with pytest.raises(ValidationError):
+        EventAdapter.validate_python({"type": "agent_paused"})
+
+
+def test_agent_is_an_agent_key_also_when_given_a_plain_tuple() -> None:
+    event = AgentStart(agent=("s1", "research", 0))
+    assert type(event.agent) is AgentKey
+    assert event.agent == AgentKey("s1", "research", 0)
+
+
+def test_an_invalid_agent_key_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="session"):
+        AgentStart(agent=("", "research", 0))
+
+
+def test_identity_defaults() -> None:
+    event = TurnStart()
+    assert (event.agent, event.run_id, event.seq) == (None, "", 0)
+    assert event.ts > 0
+
+
+def test_events_are_frozen() -> None:
+    event = EventsDropped(count=2)
+    with pytest.raises(ValidationError):
+        event.count = 3  # type: ignore[misc]
+
+
+def test_message_events_carry_any_message() -> None:
+    event = MessageStart(message=UserMessage(content="hi"))
+    again = EventAdapter.validate_json(event.model_dump_json())
+    assert isinstance(again, MessageStart)
+    assert isinstance(again.message, UserMessage)
+
+
+def test_terminals_are_agent_end_error_and_canceled() -> None:
+    assert set(TERMINAL_TYPES) == {AgentEnd, Error, Canceled}
+    assert is_terminal(AgentEnd())
+    assert is_terminal(Error(reason="boom"))
+    assert is_terminal(Canceled(reason="timeout"))
+    assert not any(
+        is_terminal(c.model_construct()) for c in EVENT_CLASSES if c not in TERMINAL_TYPES
+    )
