@@ -78,6 +78,8 @@ class ToolCall(_Frozen):
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+    """The arguments as streamed, kept when they were not complete, valid JSON objects."""
 
 
 Content = Annotated[TextContent | ImageContent, Field(discriminator="type")]

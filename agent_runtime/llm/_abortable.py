@@ -1,0 +1,106 @@
+"""Racing provider I/O against an AbortSignal, so an abort closes the HTTP response at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+from agent_runtime.abort import Aborted, AbortSignal
+
+T = TypeVar("T")
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _AbortWatch:
+    """An asyncio future that resolves when the signal aborts (woken, not polled)."""
+
+    def __init__(self, signal: AbortSignal) -> None:
+        loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[None] = loop.create_future()
+
+        def wake(_: AbortSignal) -> None:
+            loop.call_soon_threadsafe(_resolve, self.future)
+
+        self._remove = signal.on_abort(wake)
+
+    def close(self) -> None:
+        self._remove()
+        self.future.cancel()
+
+
+def _pair(a: asyncio.Future[Any], b: asyncio.Future[Any]) -> list[asyncio.Future[Any]]:
+    return [a, b]
+
+
+async def _cancel(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+
+
+async def await_abortable(awaitable: Awaitable[T], signal: AbortSignal | None) -> T:
+    """Await `awaitable`; on abort cancel it and raise `Aborted(reason)`."""
+    if signal is None:
+        return await awaitable
+    signal.raise_if_aborted()
+    watch = _AbortWatch(signal)
+    task = asyncio.ensure_future(awaitable)
+    try:
+        await asyncio.wait(_pair(task, watch.future), return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await _cancel(task)
+            raise Aborted(signal.reason)
+        return task.result()
+    except asyncio.CancelledError:
+        await _cancel(task)
+        raise
+    finally:
+        watch.close()
+
+
+async def iterate_abortable(
+    source: AsyncIterator[T], signal: AbortSignal | None
+) -> AsyncIterator[T]:
+    """Yield from `source`; on abort cancel the pending read (closing its HTTP response) and
+    raise `Aborted(reason)`. Closing this generator closes `source`."""
+    if signal is None:
+        try:
+            async for item in source:
+                yield item
+        finally:
+            await _aclose(source)
+        return
+    signal.raise_if_aborted()
+    watch = _AbortWatch(signal)
+    try:
+        while True:
+            step: asyncio.Future[T] = asyncio.ensure_future(anext(source))
+            try:
+                await asyncio.wait(_pair(step, watch.future), return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                await _cancel(step)
+                raise
+            if not step.done():
+                await _cancel(step)
+                raise Aborted(signal.reason)
+            try:
+                item = step.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        watch.close()
+        await _aclose(source)
+
+
+async def _aclose(source: AsyncIterator[object]) -> None:
+    aclose = getattr(source, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()

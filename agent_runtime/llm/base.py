@@ -1,0 +1,206 @@
+"""The ChatModel port and BaseChatModel, which gives every adapter the shared behaviour."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel
+
+from agent_runtime.abort import AbortSignal
+from agent_runtime.llm._abortable import await_abortable, iterate_abortable
+from agent_runtime.llm._sync import run_sync
+from agent_runtime.llm.builder import ChatResponseBuilder
+from agent_runtime.llm.errors import CapabilityNotSupportedError
+from agent_runtime.llm.types import (
+    Capability,
+    ChatRequest,
+    ChatResponse,
+    ModelInfo,
+    StreamChunk,
+    needed_capabilities,
+    with_cost,
+)
+from agent_runtime.messages import UserMessage
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """The one port to every LLM: async first, with sync twins for plain scripts.
+
+    Cancelling the task that awaits `generate` or iterates `stream`, or aborting the
+    `signal` given to them, closes the HTTP response at once; an abort raises
+    `agent_runtime.Aborted`.
+    """
+
+    @property
+    def info(self) -> ModelInfo:
+        """Provider, model name and capabilities."""
+        ...
+
+    async def generate(
+        self, request: ChatRequest, *, signal: AbortSignal | None = None
+    ) -> ChatResponse:
+        """One complete answer."""
+        ...
+
+    def stream(
+        self, request: ChatRequest, *, signal: AbortSignal | None = None
+    ) -> AsyncIterator[StreamChunk]:
+        """The answer as chunks, ending with a `FinishDelta`."""
+        ...
+
+    async def prompt(
+        self, text: str, system: str | None = None, *, signal: AbortSignal | None = None
+    ) -> str:
+        """Shortcut: one user message in, the answer text out."""
+        ...
+
+    def generate_sync(
+        self,
+        request: ChatRequest,
+        *,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
+    ) -> ChatResponse:
+        """`generate` for code without an event loop."""
+        ...
+
+    def prompt_sync(
+        self, text: str, system: str | None = None, *, timeout: float | None = None
+    ) -> str:
+        """`prompt` for code without an event loop."""
+        ...
+
+
+class BaseChatModel(ABC):
+    """What every adapter and middleware shares: capability checks before any I/O, abort
+    handling, cost, `prompt`, the sync twins and a `generate` assembled from `stream`.
+
+    Subclasses implement `info` and `_stream` (and `_generate` when the provider has a
+    cheaper non-streaming call).
+    """
+
+    @property
+    @abstractmethod
+    def info(self) -> ModelInfo:
+        """Provider, model name and capabilities."""
+
+    @abstractmethod
+    def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+        """The provider's chunks for `request` (no capability check, no abort handling)."""
+
+    async def _generate(self, request: ChatRequest) -> ChatResponse:
+        builder = ChatResponseBuilder(model=self.info.model, provider=self.info.provider)
+        async for chunk in self._stream(request):
+            builder.add(chunk)
+        return builder.build()
+
+    def check_capabilities(self, request: ChatRequest, *, streaming: bool = False) -> None:
+        """Raise before any HTTP call if the request needs what the model lacks.
+
+        Raises:
+            CapabilityNotSupportedError: names the model and the missing capability.
+        """
+        needed: set[Capability] = needed_capabilities(request)
+        if streaming:
+            needed.add("streaming")
+        info = self.info
+        missing = sorted(needed - set(info.capabilities))
+        if missing:
+            raise CapabilityNotSupportedError(
+                f"model {info.model!r} of {info.provider!r} does not support {', '.join(missing)}",
+                provider=info.provider,
+            )
+
+    async def generate(
+        self, request: ChatRequest, *, signal: AbortSignal | None = None
+    ) -> ChatResponse:
+        """One complete answer, with `cost` when the model has pricing.
+
+        Raises:
+            CapabilityNotSupportedError: before any I/O.
+            LLMError: the provider failed (see agent_runtime.llm.errors).
+            Aborted: `signal` was aborted.
+        """
+        self.check_capabilities(request)
+        response = await await_abortable(self._generate(request), signal)
+        return with_cost(response, self.info.pricing)
+
+    def stream(
+        self, request: ChatRequest, *, signal: AbortSignal | None = None
+    ) -> AsyncIterator[StreamChunk]:
+        """The answer as chunks (checked for capabilities at the first `anext`).
+
+        Raises (while iterating):
+            CapabilityNotSupportedError, LLMError, Aborted: as for `generate`.
+        """
+        return self._checked_stream(request, signal)
+
+    async def _checked_stream(
+        self, request: ChatRequest, signal: AbortSignal | None
+    ) -> AsyncIterator[StreamChunk]:
+        self.check_capabilities(request, streaming=True)
+        async for chunk in iterate_abortable(self._stream(request), signal):
+            yield chunk
+
+    async def prompt(
+        self, text: str, system: str | None = None, *, signal: AbortSignal | None = None
+    ) -> str:
+        """One user message in, the answer text out."""
+        request = ChatRequest(messages=[UserMessage(content=text)], system=system)
+        return (await self.generate(request, signal=signal)).text
+
+    def generate_sync(
+        self,
+        request: ChatRequest,
+        *,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
+    ) -> ChatResponse:
+        """`generate` on the sync bridge loop, waiting up to `timeout` seconds.
+
+        Raises:
+            RuntimeError: called from a running event loop (await `generate` instead).
+            TimeoutError: `timeout` passed (the call was cancelled).
+        """
+        return run_sync(self.generate(request, signal=signal), timeout)
+
+    def prompt_sync(
+        self, text: str, system: str | None = None, *, timeout: float | None = None
+    ) -> str:
+        """`prompt` on the sync bridge loop, waiting up to `timeout` seconds."""
+        return run_sync(self.prompt(text, system), timeout)
+
+    async def generate_structured(
+        self,
+        request: ChatRequest,
+        output_type: type[M],
+        *,
+        signal: AbortSignal | None = None,
+    ) -> M:
+        """An answer validated as the pydantic model `output_type`.
+
+        Uses the provider's JSON-schema mode when the model has `structured_output`, JSON
+        mode (a system instruction with the schema) otherwise; always validates.
+
+        Raises:
+            StructuredOutputError: the answer did not validate (carries `errors` and `raw`).
+            TruncatedResponseError: the answer was cut off by the token limit.
+        """
+        from agent_runtime.llm.structured import generate_structured
+
+        return await generate_structured(self, request, output_type, signal=signal)
+
+    def generate_structured_sync(
+        self, request: ChatRequest, output_type: type[M], *, timeout: float | None = None
+    ) -> M:
+        """`generate_structured` for code without an event loop."""
+        return run_sync(self.generate_structured(request, output_type), timeout)
+
+    def __repr__(self) -> str:
+        info = self.info
+        return f"<{type(self).__name__} {info.provider}/{info.model}>"

@@ -1,0 +1,237 @@
+"""ChatResponseBuilder: assembles stream chunks into one ChatResponse, tolerating quirks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic_core
+
+from agent_runtime.llm.errors import NetworkError
+from agent_runtime.llm.types import (
+    ChatResponse,
+    FinishDelta,
+    StreamChunk,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    UsageDelta,
+)
+from agent_runtime.messages import (
+    AssistantContent,
+    AssistantMessage,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+)
+
+
+@dataclass
+class _Text:
+    parts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Thinking:
+    parts: list[str] = field(default_factory=list)
+    signature: str | None = None
+    redacted: bool = False
+
+
+@dataclass
+class _Call:
+    id: str | None = None
+    name: str | None = None
+    parts: list[str] = field(default_factory=list)
+
+
+_Block = _Text | _Thinking | _Call
+
+
+class ChatResponseBuilder:
+    """Accumulates `StreamChunk`s and builds the final `ChatResponse`.
+
+    Rules (each one a quirk seen in the wild):
+    - Tool-call fragments are grouped by `index`; without an index, by `id`; with neither,
+      they continue the most recent call. `id` and `name` are set by the first fragment that
+      carries them and never concatenated (servers that repeat them in every chunk are fine).
+    - Arguments are parsed once, at the end: `""` means `{}`; JSON that is not a complete
+      object is kept verbatim in `ToolCall.raw_arguments` (a partial object is parsed as far
+      as it goes when the answer was truncated).
+    - Usage chunks replace each other (providers send running totals), never sum.
+    - Whether the model asked for tools is decided from the accumulated calls, not from the
+      finish reason (some servers say `stop` on a tool-call turn).
+    - An answer cut off by the token limit keeps its partial text and calls, `stop_reason`
+      `length`; a stream that ends with no terminal marker raises `NetworkError`.
+    Not thread-safe: one builder per stream.
+    """
+
+    def __init__(self, *, model: str = "", provider: str = "") -> None:
+        self.model = model
+        self.provider = provider
+        self._blocks: list[_Block] = []
+        self._calls_by_key: dict[tuple[str, Any], _Call] = {}
+        self._last_call: _Call | None = None
+        self._usage = Usage()
+        self._finish: FinishDelta | None = None
+        self.request_id: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once a terminal marker was added."""
+        return self._finish is not None
+
+    def add(self, chunk: StreamChunk) -> None:
+        """Fold one chunk into the answer."""
+        if isinstance(chunk, TextDelta):
+            self._text(chunk)
+        elif isinstance(chunk, ThinkingDelta):
+            self._thinking(chunk)
+        elif isinstance(chunk, ToolCallDelta):
+            self._tool_call(chunk)
+        elif isinstance(chunk, UsageDelta):
+            self._usage = chunk.usage
+        elif isinstance(chunk, FinishDelta):
+            self._finish = chunk
+
+    def _text(self, chunk: TextDelta) -> None:
+        if not chunk.text:
+            return
+        last = self._blocks[-1] if self._blocks else None
+        if not isinstance(last, _Text):
+            last = _Text()
+            self._blocks.append(last)
+        last.parts.append(chunk.text)
+
+    def _thinking(self, chunk: ThinkingDelta) -> None:
+        last = self._blocks[-1] if self._blocks else None
+        if not isinstance(last, _Thinking) or (
+            last.signature is not None and (chunk.text or chunk.redacted)
+        ):
+            last = _Thinking()
+            self._blocks.append(last)
+        if chunk.text:
+            last.parts.append(chunk.text)
+        if chunk.signature is not None:
+            last.signature = chunk.signature
+        last.redacted = last.redacted or chunk.redacted
+
+    def _tool_call(self, chunk: ToolCallDelta) -> None:
+        call: _Call | None
+        if chunk.index is not None:
+            key: tuple[str, Any] = ("index", chunk.index)
+        elif chunk.id is not None:
+            key = ("id", chunk.id)
+        else:
+            key = ("continue", None)
+        if key[0] == "continue":
+            call = self._last_call
+        else:
+            call = self._calls_by_key.get(key)
+            if call is None and key[0] == "index" and chunk.id is not None:
+                call = self._calls_by_key.get(("id", chunk.id))
+            elif call is not None and chunk.id and call.id and chunk.id != call.id:
+                call = None  # a server that reuses one index for several calls
+        if call is None:
+            call = _Call()
+            self._blocks.append(call)
+        if key[0] != "continue":
+            self._calls_by_key[key] = call
+        if chunk.id is not None:
+            self._calls_by_key[("id", chunk.id)] = call
+        if call.id is None and chunk.id:
+            call.id = chunk.id
+        if call.name is None and chunk.name:
+            call.name = chunk.name
+        if chunk.arguments:
+            call.parts.append(chunk.arguments)
+        self._last_call = call
+
+    def build(self, *, allow_unfinished: bool = False) -> ChatResponse:
+        """The assembled response.
+
+        Raises:
+            NetworkError: no terminal marker was seen (the stream was cut), unless
+                `allow_unfinished` (then the partial answer has stop_reason `error`).
+        """
+        if self._finish is None and not allow_unfinished:
+            raise NetworkError(
+                "the stream ended without a terminal marker (connection cut mid-answer)",
+                provider=self.provider or None,
+                request_id=self.request_id,
+            )
+        reason: StopReason = self._finish.reason if self._finish is not None else "error"
+        truncated = reason == "length"
+        content: list[AssistantContent] = []
+        for number, block in enumerate(self._blocks):
+            if isinstance(block, _Text):
+                content.append(TextContent(text="".join(block.parts)))
+            elif isinstance(block, _Thinking):
+                content.append(
+                    ThinkingContent(
+                        thinking="".join(block.parts),
+                        signature=block.signature,
+                        redacted=block.redacted,
+                    )
+                )
+            else:
+                content.append(_finish_call(block, number, partial=truncated))
+        has_calls = any(isinstance(block, ToolCall) for block in content)
+        if has_calls and reason == "stop":
+            reason = "tool_use"
+        elif not has_calls and reason == "tool_use":
+            reason = "stop"
+        message = AssistantMessage(
+            content=content,
+            stop_reason=reason,
+            usage=self._usage,
+            model=self.model,
+            provider=self.provider,
+        )
+        return ChatResponse(
+            message=message,
+            usage=self._usage,
+            stop_reason=reason,
+            request_id=self.request_id,
+            raw_finish_reason=self._finish.raw_reason if self._finish is not None else None,
+        )
+
+
+def _finish_call(call: _Call, number: int, *, partial: bool) -> ToolCall:
+    raw = "".join(call.parts)
+    arguments, raw_kept = parse_arguments(raw, partial=partial)
+    return ToolCall(
+        id=call.id or f"call_{number}",
+        name=call.name or "",
+        arguments=arguments,
+        raw_arguments=raw_kept,
+    )
+
+
+def parse_arguments(raw: str, *, partial: bool = False) -> tuple[dict[str, Any], str | None]:
+    """Parse streamed tool arguments: `(arguments, raw_if_not_a_complete_object)`.
+
+    `""` is `{}`. With `partial`, an unfinished object is parsed as far as it goes.
+    """
+    if not raw.strip():
+        return {}, None
+    try:
+        value = pydantic_core.from_json(raw)
+    except ValueError:
+        if partial:
+            try:
+                value = pydantic_core.from_json(raw, allow_partial="trailing-strings")
+            except ValueError:
+                return {}, raw
+            return (value, raw) if isinstance(value, dict) else ({}, raw)
+        return {}, raw
+    if isinstance(value, dict):
+        return value, None
+    return {}, raw
+
+
+def partial_arguments(raw: str) -> dict[str, Any]:
+    """Best-effort view of arguments still streaming (for progress events)."""
+    return parse_arguments(raw, partial=True)[0]

@@ -1,0 +1,179 @@
+"""ChatResponseBuilder: fragment grouping, argument parsing, usage, truncation, missing terminal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_runtime.llm import (
+    ChatResponseBuilder,
+    FinishDelta,
+    NetworkError,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    UsageDelta,
+)
+from agent_runtime.llm.types import StreamChunk
+from agent_runtime.messages import TextContent, ThinkingContent, ToolCall, Usage
+
+
+def build(chunks: list[StreamChunk]) -> ChatResponseBuilder:
+    builder = ChatResponseBuilder(model="m", provider="p")
+    for chunk in chunks:
+        builder.add(chunk)
+    return builder
+
+
+def test_text_fragments_join_into_one_block() -> None:
+    response = build([TextDelta(text="Hel"), TextDelta(text="lo"), FinishDelta(reason="stop")])
+    assert response.build().message.content == [TextContent(text="Hello")]
+
+
+def test_interleaved_indexes_group_by_index_and_keep_first_id_and_name() -> None:
+    chunks: list[StreamChunk] = [
+        ToolCallDelta(index=0, id="a", name="read", arguments='{"pa'),
+        ToolCallDelta(index=1, id="b", name="write", arguments='{"x"'),
+        ToolCallDelta(index=0, id="a", name="read", arguments='th": "f"}'),
+        ToolCallDelta(index=1, arguments=": 1}"),
+        FinishDelta(reason="tool_use"),
+    ]
+    calls = build(chunks).build().message.tool_calls
+    assert calls == [
+        ToolCall(id="a", name="read", arguments={"path": "f"}),
+        ToolCall(id="b", name="write", arguments={"x": 1}),
+    ]
+
+
+def test_missing_index_groups_by_id_then_continues_the_last_call() -> None:
+    chunks: list[StreamChunk] = [
+        ToolCallDelta(id="a", name="f", arguments='{"k":'),
+        ToolCallDelta(arguments=' "v"}'),
+        ToolCallDelta(id="b", name="g", arguments=""),
+        FinishDelta(reason="tool_use"),
+    ]
+    calls = build(chunks).build().message.tool_calls
+    assert [(c.id, c.name, c.arguments) for c in calls] == [("a", "f", {"k": "v"}), ("b", "g", {})]
+
+
+def test_one_index_reused_for_different_ids_makes_separate_calls() -> None:
+    chunks: list[StreamChunk] = [
+        ToolCallDelta(index=0, id="a", name="f", arguments="{}"),
+        ToolCallDelta(index=0, id="b", name="g", arguments="{}"),
+        FinishDelta(reason="tool_use"),
+    ]
+    assert [c.id for c in build(chunks).build().message.tool_calls] == ["a", "b"]
+
+
+def test_usage_is_replaced_not_summed() -> None:
+    chunks: list[StreamChunk] = [
+        UsageDelta(usage=Usage(input_tokens=10, output_tokens=1)),
+        UsageDelta(usage=Usage(input_tokens=10, output_tokens=7)),
+        FinishDelta(reason="stop"),
+    ]
+    assert build(chunks).build().usage == Usage(input_tokens=10, output_tokens=7)
+
+
+def test_tool_use_decided_from_calls_not_from_finish_reason() -> None:
+    with_call = build([ToolCallDelta(index=0, id="a", name="f"), FinishDelta(reason="stop")])
+    assert with_call.build().stop_reason == "tool_use"
+    without = build([TextDelta(text="hi"), FinishDelta(reason="tool_use")])
+    assert without.build().stop_reason == "stop"
+
+
+def test_truncated_stream_keeps_partial_text_and_raw_arguments() -> None:
+    chunks: list[StreamChunk] = [
+        TextDelta(text="Let me "),
+        ToolCallDelta(index=0, id="a", name="f", arguments='{"path": "/tm'),
+        FinishDelta(reason="length"),
+    ]
+    response = build(chunks).build()
+    assert response.stop_reason == "length" and response.truncated
+    assert response.message.text == "Let me "
+    call = response.message.tool_calls[0]
+    assert call.raw_arguments == '{"path": "/tm'
+    assert call.arguments == {"path": "/tm"}
+    with pytest.raises(Exception, match="max_output_tokens"):
+        response.ensure_complete()
+
+
+def test_invalid_json_arguments_are_kept_raw_with_empty_arguments() -> None:
+    response = build(
+        [
+            ToolCallDelta(index=0, id="a", name="f", arguments="{not json"),
+            FinishDelta(reason="stop"),
+        ]
+    ).build()
+    assert response.message.tool_calls[0].arguments == {}
+    assert response.message.tool_calls[0].raw_arguments == "{not json"
+
+
+def test_stream_without_terminal_marker_raises_network_error() -> None:
+    builder = build([TextDelta(text="partial")])
+    with pytest.raises(NetworkError, match="terminal marker"):
+        builder.build()
+    assert builder.build(allow_unfinished=True).message.text == "partial"
+
+
+def test_thinking_blocks_keep_their_signature_and_order() -> None:
+    chunks: list[StreamChunk] = [
+        ThinkingDelta(text="hmm "),
+        ThinkingDelta(text="ok"),
+        ThinkingDelta(signature="sig1"),
+        TextDelta(text="answer"),
+        FinishDelta(reason="stop"),
+    ]
+    assert build(chunks).build().message.content == [
+        ThinkingContent(thinking="hmm ok", signature="sig1"),
+        TextContent(text="answer"),
+    ]
+
+
+def _splits(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    pieces, last = [], 0
+    for point in points:
+        pieces.append(text[last:point])
+        last = point
+    pieces.append(text[last:])
+    return pieces
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    text=st.text(min_size=0, max_size=40),
+    args=st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=8), max_size=4),
+    text_cuts=st.lists(st.integers(0, 1000), max_size=6),
+    arg_cuts=st.lists(st.integers(0, 1000), max_size=6),
+    interleave=st.booleans(),
+)
+def test_any_split_of_a_stream_assembles_to_the_same_response(
+    text: str, args: dict[str, object], text_cuts: list[int], arg_cuts: list[int], interleave: bool
+) -> None:
+    raw = json.dumps(args)
+    whole: list[StreamChunk] = [
+        TextDelta(text=text),
+        ToolCallDelta(index=0, id="c1", name="tool", arguments=raw),
+        ToolCallDelta(index=1, id="c2", name="other", arguments=raw),
+        UsageDelta(usage=Usage(input_tokens=3, output_tokens=4)),
+        FinishDelta(reason="tool_use"),
+    ]
+    text_parts: list[StreamChunk] = [TextDelta(text=p) for p in _splits(text, text_cuts)]
+    first = [ToolCallDelta(index=0, arguments=p) for p in _splits(raw, arg_cuts)]
+    second = [ToolCallDelta(index=1, arguments=p) for p in _splits(raw, arg_cuts)]
+    calls: list[StreamChunk] = [ToolCallDelta(index=0, id="c1", name="tool")]
+    calls.append(ToolCallDelta(index=1, id="c2", name="other"))
+    if interleave:
+        for a, b in zip(first, second, strict=True):
+            calls.extend([a, b])
+    else:
+        calls.extend(first + second)
+    split = [*text_parts, *calls, UsageDelta(usage=Usage(input_tokens=3, output_tokens=4))]
+    split.append(FinishDelta(reason="tool_use"))
+    expected = build(whole).build()
+    actual = build(split).build()
+    assert actual.message.content == expected.message.content
+    assert (actual.stop_reason, actual.usage) == (expected.stop_reason, expected.usage)

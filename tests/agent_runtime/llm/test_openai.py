@@ -1,0 +1,830 @@
+"""The OpenAI-compatible adapter over real HTTP against the loopback MockProviderServer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import itertools
+import json
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_runtime.abort import Aborted, AbortSignal
+from agent_runtime.llm.builder import ChatResponseBuilder
+from agent_runtime.llm.errors import (
+    AuthenticationError,
+    CapabilityNotSupportedError,
+    ContextLengthExceededError,
+    InvalidRequestError,
+    LLMError,
+    ModelNotFoundError,
+    NetworkError,
+    PermissionDeniedError,
+    ProviderError,
+    QuotaExceededError,
+    RateLimitError,
+)
+from agent_runtime.llm.providers.openai import (
+    OpenAICompatibleModel,
+    deepseek,
+    groq,
+    llama_cpp,
+    mistral,
+    ollama,
+    openai,
+    openai_compatible,
+    openrouter,
+    together,
+)
+from agent_runtime.llm.types import (
+    ChatRequest,
+    ChatResponse,
+    FinishDelta,
+    ModelPricing,
+    StreamChunk,
+    TextDelta,
+    ToolSpec,
+)
+from agent_runtime.messages import (
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from agent_runtime.testing import wait_until
+from agent_runtime.testing.mock_server import MockProviderServer, MockResponse
+from agent_runtime.testing.scripted import ScriptedTurn
+
+T = TypeVar("T")
+HI = ChatRequest(messages=[UserMessage(content="hi")])
+
+
+def model_for(server: MockProviderServer, **kw: Any) -> OpenAICompatibleModel:
+    kw.setdefault("api_key", "sk-test")
+    return openai_compatible(server.base_url("openai"), "gpt-test", **kw)
+
+
+def run(model: OpenAICompatibleModel, call: Callable[[], Awaitable[T]]) -> T:
+    """Run `call()` on a fresh loop with a deadline, closing the model's client after."""
+
+    async def main() -> T:
+        try:
+            return await asyncio.wait_for(call(), 10)
+        finally:
+            await model.aclose()
+
+    return asyncio.run(main())
+
+
+def collect(model: OpenAICompatibleModel, request: ChatRequest = HI) -> list[StreamChunk]:
+    async def chunks() -> list[StreamChunk]:
+        return [chunk async for chunk in model.stream(request)]
+
+    return run(model, chunks)
+
+
+def generate(model: OpenAICompatibleModel, request: ChatRequest = HI) -> ChatResponse:
+    return run(model, lambda: model.generate(request))
+
+
+def assemble(chunks: list[StreamChunk]) -> ChatResponse:
+    builder = ChatResponseBuilder(model="gpt-test", provider="openai_compatible")
+    for chunk in chunks:
+        builder.add(chunk)
+    return builder.build()
+
+
+def frame(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    """One `chat.completion.chunk` payload."""
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [choice], **extra}
+
+
+def usage_frame(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [], "usage": usage}
+
+
+# -- answers --------------------------------------------------------------------------------------
+
+
+def test_generate_returns_text_usage_and_request_id(server: MockProviderServer) -> None:
+    server.enqueue(ScriptedTurn(text="Hello!", usage=Usage(input_tokens=9, output_tokens=2)))
+    response = generate(model_for(server))
+    assert response.text == "Hello!"
+    assert response.stop_reason == "stop" and response.raw_finish_reason == "stop"
+    assert response.usage == Usage(input_tokens=9, output_tokens=2)
+    assert response.request_id == "req_mock"
+    assert response.message.provider == "openai_compatible"
+    assert "stream" not in server.requests[0].json
+
+
+def test_streamed_text_arrives_in_many_chunks_in_order(server: MockProviderServer) -> None:
+    pieces = [f"w{i} " for i in range(40)]
+    server.enqueue(ScriptedTurn(chunks=pieces))
+    chunks = collect(model_for(server))
+    assert [c.text for c in chunks if isinstance(c, TextDelta)] == pieces
+    assert isinstance(chunks[-1], FinishDelta) and chunks[-1].reason == "stop"
+    assert sum(isinstance(c, FinishDelta) for c in chunks) == 1
+
+
+def test_parallel_tool_calls_fragmented_across_chunks(server: MockProviderServer) -> None:
+    calls = [
+        ToolCall(id="call_a", name="read", arguments={"path": "/etc/hosts", "max_bytes": 100}),
+        ToolCall(id="call_b", name="search", arguments={"query": "weather in Zürich"}),
+        ToolCall(id="call_c", name="noop", arguments={}),
+    ]
+    server.enqueue(ScriptedTurn(text="Working on it.", tool_calls=calls))
+    chunks = collect(model_for(server))
+    assert sum(1 for c in chunks if c.type == "tool_call") > 10  # really fragmented
+    response = assemble(chunks)
+    assert response.message.tool_calls == calls
+    assert response.text == "Working on it."
+    assert response.stop_reason == "tool_use" and response.raw_finish_reason == "tool_calls"
+
+
+def test_thinking_is_received_and_dropped_when_sent_back(server: MockProviderServer) -> None:
+    server.enqueue(ScriptedTurn(text="42", thinking="6 times 7"), "ok")
+    model = model_for(server)
+    first = assemble(collect(model))
+    assert first.message.content == [ThinkingContent(thinking="6 times 7"), TextContent(text="42")]
+    follow_up = ChatRequest(
+        messages=[UserMessage(content="6*7?"), first.message, UserMessage(content="sure?")]
+    )
+    generate(model, follow_up)
+    assistant = server.requests[1].json["messages"][1]
+    assert assistant == {"role": "assistant", "content": "42"}
+
+
+def test_usage_with_cached_tokens_and_cost(server: MockProviderServer) -> None:
+    usage = Usage(input_tokens=1000, output_tokens=100, cached_input_tokens=800)
+    server.enqueue(ScriptedTurn(text="a", usage=usage), ScriptedTurn(text="a", usage=usage))
+    pricing = ModelPricing(input=1.0, output=10.0, cached_input=0.1)
+    model = model_for(server, pricing=pricing)
+    assert assemble(collect(model)).usage == usage
+    response = generate(model)
+    assert response.usage == usage
+    assert response.cost == pytest.approx((200 * 1.0 + 800 * 0.1 + 100 * 10.0) / 1e6)
+
+
+def test_a_collected_stream_equals_generate(server: MockProviderServer) -> None:
+    turn = ScriptedTurn(
+        chunks=["The answer ", "is 4."],
+        thinking="2+2",
+        tool_calls=[ToolCall(id="call_1", name="check", arguments={"n": 4})],
+        usage=Usage(input_tokens=12, output_tokens=8, cached_input_tokens=4),
+    )
+    server.enqueue(turn, turn)
+    model = model_for(server)
+    streamed = assemble(collect(model))
+    generated = generate(model)
+    assert streamed.message.content == generated.message.content
+    assert (streamed.usage, streamed.stop_reason) == (generated.usage, generated.stop_reason)
+    assert streamed.raw_finish_reason == generated.raw_finish_reason == "tool_calls"
+
+
+# -- provider quirks ------------------------------------------------------------------------------
+
+
+def test_fragments_repeating_index_id_and_name_make_one_call_each(
+    server: MockProviderServer,
+) -> None:
+    def fragment(index: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+        call = {"index": index, "id": call_id, "type": "function"}
+        function = {"name": name, "arguments": arguments}
+        return frame({"tool_calls": [{**call, "function": function}]})
+
+    events = [
+        fragment(0, "call_a", "get", '{"ci'),
+        fragment(1, "call_b", "get", '{"city"'),
+        fragment(0, "call_a", "get", 'ty": "Oslo"}'),
+        fragment(1, "call_b", "get", ': "Rome"}'),
+        frame({}, "tool_calls"),
+        "[DONE]",
+    ]
+    server.enqueue(MockResponse(events=events))
+    response = assemble(collect(model_for(server)))
+    assert response.message.tool_calls == [
+        ToolCall(id="call_a", name="get", arguments={"city": "Oslo"}),
+        ToolCall(id="call_b", name="get", arguments={"city": "Rome"}),
+    ]
+
+
+def test_fragments_without_index_continue_the_call_named_by_id(
+    server: MockProviderServer,
+) -> None:
+    def head(call_id: str) -> dict[str, Any]:
+        call = {"id": call_id, "type": "function", "function": {"name": "add", "arguments": ""}}
+        return frame({"tool_calls": [call]})
+
+    def tail(arguments: str) -> dict[str, Any]:
+        return frame({"tool_calls": [{"function": {"arguments": arguments}}]})
+
+    events = [
+        head("call_1"),
+        tail('{"a": '),
+        tail("1}"),
+        head("call_2"),
+        tail('{"a": 2}'),
+        frame({}, "tool_calls"),
+        "[DONE]",
+    ]
+    server.enqueue(MockResponse(events=events))
+    response = assemble(collect(model_for(server)))
+    assert response.message.tool_calls == [
+        ToolCall(id="call_1", name="add", arguments={"a": 1}),
+        ToolCall(id="call_2", name="add", arguments={"a": 2}),
+    ]
+
+
+def test_stop_on_a_tool_call_turn_comes_out_as_tool_use(server: MockProviderServer) -> None:
+    function = {"name": "f", "arguments": "{}"}
+    call = {"index": 0, "id": "c1", "type": "function", "function": function}
+    server.enqueue(
+        MockResponse(events=[frame({"tool_calls": [call]}), frame({}, "stop"), "[DONE]"])
+    )
+    response = assemble(collect(model_for(server)))
+    assert response.stop_reason == "tool_use" and response.raw_finish_reason == "stop"
+    assert response.message.tool_calls == [ToolCall(id="c1", name="f")]
+
+
+def test_a_stream_without_a_usage_chunk_has_zero_usage(server: MockProviderServer) -> None:
+    server.enqueue(MockResponse(events=[frame({"content": "hi"}), frame({}, "stop"), "[DONE]"]))
+    response = assemble(collect(model_for(server)))
+    assert response.text == "hi" and response.usage == Usage()
+
+
+def test_usage_in_the_finish_chunk_is_read(server: MockProviderServer) -> None:
+    usage = {"prompt_tokens": 43, "completion_tokens": 1, "total_tokens": 44}
+    last = frame({}, "length", usage=usage)  # llama.cpp puts usage in the finish chunk
+    server.enqueue(MockResponse(events=[frame({"content": "x"}), last, "[DONE]"]))
+    response = assemble(collect(model_for(server)))
+    assert response.usage == Usage(input_tokens=43, output_tokens=1)
+    assert response.stop_reason == "length"
+
+
+def test_usage_chunk_after_the_finish_chunk_is_kept(server: MockProviderServer) -> None:
+    events = [frame({"content": "x"}), frame({}, "stop"), usage_frame(5, 1, 2), "[DONE]"]
+    server.enqueue(MockResponse(events=events))
+    chunks = collect(model_for(server))
+    assert isinstance(chunks[-1], FinishDelta)
+    assert assemble(chunks).usage == Usage(input_tokens=5, output_tokens=1, cached_input_tokens=2)
+
+
+def test_done_without_a_finish_reason_is_stop(server: MockProviderServer) -> None:
+    server.enqueue(MockResponse(events=[frame({"content": "hi"}), "[DONE]"]))
+    chunks = collect(model_for(server))
+    assert chunks[-1] == FinishDelta(reason="stop", raw_reason=None)
+
+
+def test_a_finish_reason_then_close_without_done_finishes(server: MockProviderServer) -> None:
+    server.enqueue(MockResponse(events=[frame({"content": "hi"}), frame({}, "stop")]))
+    chunks = collect(model_for(server))
+    assert chunks[-1] == FinishDelta(reason="stop", raw_reason="stop")
+    assert sum(isinstance(c, FinishDelta) for c in chunks) == 1
+
+
+def test_content_filter_finishes_as_error(server: MockProviderServer) -> None:
+    events = [frame({"content": "partial"}), frame({}, "content_filter"), "[DONE]"]
+    server.enqueue(MockResponse(events=events))
+    response = assemble(collect(model_for(server)))
+    assert response.stop_reason == "error" and response.raw_finish_reason == "content_filter"
+    assert response.text == "partial"
+
+
+def test_the_reasoning_field_is_thinking_too(server: MockProviderServer) -> None:
+    events = [frame({"reasoning": "hmm"}), frame({"content": "ok"}), frame({}, "stop"), "[DONE]"]
+    server.enqueue(MockResponse(events=events))
+    response = assemble(collect(model_for(server)))
+    assert response.message.content == [ThinkingContent(thinking="hmm"), TextContent(text="ok")]
+
+
+SPLIT_EVENTS: list[Any] = [
+    frame({"role": "assistant", "content": ""}),
+    frame({"content": "Héllo ✓ "}),
+    frame({"content": "wörld"}),
+    frame({"tool_calls": [{"index": 0, "id": "call_a", "function": {"name": "read"}}]}),
+    frame({"tool_calls": [{"index": 0, "function": {"arguments": '{"path": "/tmp/ä'}}]}),
+    frame({"tool_calls": [{"index": 1, "id": "call_b", "function": {"name": "list"}}]}),
+    frame({"tool_calls": [{"index": 0, "function": {"arguments": '.txt"}'}}]}),
+    frame({"tool_calls": [{"index": 1, "function": {"arguments": '{"dir": '}}]}),
+    frame({"tool_calls": [{"index": 1, "function": {"arguments": '"."}'}}]}),
+    frame({}, "tool_calls"),
+    usage_frame(31, 17, 8),
+    "[DONE]",
+]
+SPLIT_BODY = b"".join(
+    f"data: {e if isinstance(e, str) else json.dumps(e, ensure_ascii=False)}\n\n".encode()
+    for e in SPLIT_EVENTS
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cuts=st.sets(st.integers(min_value=1, max_value=len(SPLIT_BODY) - 1), max_size=15))
+def test_any_split_of_the_sse_body_assembles_the_same_answer(
+    server: MockProviderServer, cuts: set[int]
+) -> None:
+    offsets = [0, *sorted(cuts), len(SPLIT_BODY)]
+    pieces = [SPLIT_BODY[a:b] for a, b in itertools.pairwise(offsets)]
+    server.enqueue(MockResponse(raw=pieces))
+    response = assemble(collect(model_for(server)))
+    assert response.message.content == [
+        TextContent(text="Héllo ✓ wörld"),
+        ToolCall(id="call_a", name="read", arguments={"path": "/tmp/ä.txt"}),
+        ToolCall(id="call_b", name="list", arguments={"dir": "."}),
+    ]
+    assert response.stop_reason == "tool_use"
+    assert response.usage == Usage(input_tokens=31, output_tokens=17, cached_input_tokens=8)
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def error_body(message: str, kind: str | None, code: Any = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+IN_30S = "<an HTTP date 30 s from now>"  # filled in when the test runs
+
+ERROR_ROWS: list[tuple[str, int, Any, dict[str, str], type[LLMError], bool, Any]] = [
+    (
+        "400",
+        400,
+        error_body("Invalid value for 'temperature'", "invalid_request_error", "invalid_value"),
+        {},
+        InvalidRequestError,
+        False,
+        None,
+    ),
+    (
+        "400-context",
+        400,
+        error_body(
+            "This model's maximum context length is 128000 tokens. However, your messages "
+            "resulted in 130532 tokens. Please reduce the length of the messages.",
+            "invalid_request_error",
+            "context_length_exceeded",
+        ),
+        {},
+        ContextLengthExceededError,
+        False,
+        None,
+    ),
+    (
+        "401",
+        401,
+        error_body(
+            "Incorrect API key provided: sk-test.", "invalid_request_error", "invalid_api_key"
+        ),
+        {},
+        AuthenticationError,
+        False,
+        None,
+    ),
+    (
+        "403",
+        403,
+        error_body(
+            "Country, region, or territory not supported",
+            "request_forbidden",
+            "unsupported_country_region_territory",
+        ),
+        {},
+        PermissionDeniedError,
+        False,
+        None,
+    ),
+    (
+        "404",
+        404,
+        error_body(
+            "The model `gpt-9` does not exist or you do not have access to it.",
+            "invalid_request_error",
+            "model_not_found",
+        ),
+        {},
+        ModelNotFoundError,
+        False,
+        None,
+    ),
+    (
+        "429-retry-after-ms",
+        429,
+        error_body("Rate limit reached for requests", "requests", "rate_limit_exceeded"),
+        {"retry-after-ms": "1500"},
+        RateLimitError,
+        True,
+        1.5,
+    ),
+    (
+        "429-retry-after-seconds",
+        429,
+        error_body("Rate limit reached for tokens", "tokens", "rate_limit_exceeded"),
+        {"retry-after": "7"},
+        RateLimitError,
+        True,
+        7.0,
+    ),
+    (
+        "429-retry-after-date",
+        429,
+        error_body("Rate limit reached for requests", "requests", "rate_limit_exceeded"),
+        {"retry-after": IN_30S},
+        RateLimitError,
+        True,
+        pytest.approx(30, abs=2),
+    ),
+    (
+        "429-quota",
+        429,
+        error_body(
+            "You exceeded your current quota, please check your plan and billing details.",
+            "insufficient_quota",
+            "insufficient_quota",
+        ),
+        {},
+        QuotaExceededError,
+        False,
+        None,
+    ),
+    (
+        "402-openrouter-credits",
+        402,
+        {"error": {"code": 402, "message": "Insufficient credits. Add more using /credits"}},
+        {},
+        QuotaExceededError,
+        False,
+        None,
+    ),
+    (
+        "500",
+        500,
+        error_body("The server had an error while processing your request.", "server_error"),
+        {},
+        ProviderError,
+        True,
+        None,
+    ),
+    (
+        "503",
+        503,
+        error_body("The engine is currently overloaded, please try again later.", "server_error"),
+        {},
+        ProviderError,
+        True,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "error", "retryable", "retry_after"),
+    [row[1:] for row in ERROR_ROWS],
+    ids=[row[0] for row in ERROR_ROWS],
+)
+def test_error_statuses_map_to_llm_errors(
+    server: MockProviderServer,
+    streaming: bool,
+    status: int,
+    body: Any,
+    headers: dict[str, str],
+    error: type[LLMError],
+    retryable: bool,
+    retry_after: Any,
+) -> None:
+    if headers.get("retry-after") == IN_30S:
+        headers = {"retry-after": email.utils.formatdate(time.time() + 30, usegmt=True)}
+    server.enqueue(MockResponse(status=status, body=body, headers=headers))
+    model = model_for(server)
+    with pytest.raises(error) as caught:
+        collect(model) if streaming else generate(model)
+    assert type(caught.value) is error
+    assert caught.value.status == status
+    assert caught.value.provider == "openai_compatible"
+    assert caught.value.retryable is retryable
+    assert caught.value.request_id == "req_mock"
+    assert caught.value.retry_after == retry_after
+
+
+def test_an_error_event_inside_a_200_stream_raises(server: MockProviderServer) -> None:
+    events = [
+        frame({"content": "Hel"}),
+        error_body("The server had an error while processing your request.", "server_error"),
+    ]
+    server.enqueue(MockResponse(events=events))
+    model = model_for(server)
+    seen: list[StreamChunk] = []
+
+    async def consume() -> None:
+        async for chunk in model.stream(HI):
+            seen.append(chunk)
+
+    with pytest.raises(ProviderError, match="server had an error") as caught:
+        run(model, consume)
+    assert seen == [TextDelta(text="Hel")]
+    assert caught.value.retryable and caught.value.request_id == "req_mock"
+
+
+def test_a_scripted_error_after_text_is_an_in_stream_error(server: MockProviderServer) -> None:
+    server.enqueue(ScriptedTurn(chunks=["par"], error=RateLimitError("slow down")))
+    with pytest.raises(RateLimitError, match="slow down"):
+        collect(model_for(server))
+
+
+def test_an_error_body_with_status_200_raises(server: MockProviderServer) -> None:
+    server.enqueue(MockResponse(status=200, body=error_body("overloaded", "server_error")))
+    with pytest.raises(ProviderError, match="overloaded"):
+        generate(model_for(server))
+
+
+def test_a_mid_stream_disconnect_is_a_network_error(server: MockProviderServer) -> None:
+    events = [frame({"content": "a"}), frame({"content": "b"}), frame({}, "stop"), "[DONE]"]
+    server.enqueue(MockResponse(events=events, disconnect_after=2))
+    with pytest.raises(NetworkError) as caught:
+        collect(model_for(server))
+    assert caught.value.retryable
+
+
+def test_a_non_json_event_is_a_provider_error(server: MockProviderServer) -> None:
+    server.enqueue(MockResponse(events=["<html>oops</html>"]))
+    with pytest.raises(ProviderError, match="not JSON"):
+        collect(model_for(server))
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_connection_refused_is_a_network_error(streaming: bool) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    model = openai_compatible(f"http://127.0.0.1:{port}/v1", "m", api_key="k")
+    with pytest.raises(NetworkError) as caught:
+        collect(model) if streaming else generate(model)
+    assert caught.value.retryable and caught.value.provider == "openai_compatible"
+
+
+# -- abort ----------------------------------------------------------------------------------------
+
+
+def hanging_stream(server: MockProviderServer) -> None:
+    events = [frame({"role": "assistant", "content": ""}), frame({"content": "Hel"}), "[DONE]"]
+    server.enqueue(MockResponse(events=events, hang_after=2))
+
+
+def abort_latency(server: MockProviderServer, aborted_at: float, how: str) -> float:
+    wait_until(lambda: server.disconnects, timeout=2, what="the server saw the disconnect")
+    latency = server.disconnects[0] - aborted_at
+    print(f"openai abort by {how}: server saw the disconnect after {latency * 1000:.1f} ms")
+    return latency
+
+
+def test_cancelling_the_task_closes_the_response(server: MockProviderServer) -> None:
+    hanging_stream(server)
+    model = model_for(server)
+
+    async def scenario() -> float:
+        first = asyncio.Event()
+
+        async def consume() -> None:
+            async for _ in model.stream(HI):
+                first.set()
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(first.wait(), 5)
+        aborted_at = time.monotonic()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return aborted_at
+
+    aborted_at = run(model, scenario)
+    assert abort_latency(server, aborted_at, "task cancel") < 0.25
+
+
+def test_aborting_the_signal_closes_the_response(server: MockProviderServer) -> None:
+    hanging_stream(server)
+    model = model_for(server)
+    signal = AbortSignal()
+    marks: dict[str, float] = {}
+
+    async def scenario() -> None:
+        async for _ in model.stream(HI, signal=signal):
+            marks["aborted_at"] = time.monotonic()
+            signal.abort("user pressed stop")
+
+    with pytest.raises(Aborted):
+        run(model, scenario)
+    assert abort_latency(server, marks["aborted_at"], "AbortSignal") < 0.25
+
+
+# -- the request on the wire ----------------------------------------------------------------------
+
+
+def test_the_request_carries_the_expected_wire_fields(server: MockProviderServer) -> None:
+    server.enqueue("ok")
+    request = ChatRequest(
+        system="You are terse.",
+        messages=[
+            UserMessage(
+                content=[TextContent(text="look"), ImageContent(data="AAA", mime_type="image/png")]
+            ),
+            AssistantMessage(
+                content=[
+                    ThinkingContent(thinking="hm", signature="sig"),
+                    ToolCall(id="call_1", name="read", arguments={"p": 1}),
+                ],
+                stop_reason="tool_use",
+            ),
+            ToolResultMessage(
+                tool_call_id="call_1", tool_name="read", content=[TextContent(text="data")]
+            ),
+        ],
+        tools=[ToolSpec(name="read", description="Read.")],
+        tool_choice="required",
+        temperature=0.3,
+        max_output_tokens=256,
+        reasoning="xhigh",
+    )
+    generate(model_for(server), request)
+    sent = server.requests[0]
+    assert sent.method == "POST" and sent.path == "/v1/chat/completions"
+    assert sent.headers["authorization"] == "Bearer sk-test"
+    body = sent.json
+    assert body["model"] == "gpt-test"
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool"]
+    assert body["messages"][0]["content"] == "You are terse."
+    assert body["messages"][1]["content"][1]["image_url"]["url"] == "data:image/png;base64,AAA"
+    assert body["messages"][2]["tool_calls"][0]["function"] == {
+        "name": "read",
+        "arguments": '{"p": 1}',
+    }
+    assert "reasoning_content" not in body["messages"][2]
+    assert body["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "data"}
+    assert body["tools"][0]["function"]["name"] == "read"
+    assert body["tool_choice"] == "required"
+    assert body["temperature"] == 0.3
+    assert body["max_tokens"] == 256 and "max_completion_tokens" not in body
+    assert body["reasoning_effort"] == "high"
+
+
+def test_the_openai_host_sends_max_completion_tokens(server: MockProviderServer) -> None:
+    server.enqueue("ok")
+    model = openai("gpt-5", api_key="sk-x", base_url=server.base_url("openai"))
+    generate(model, ChatRequest(messages=[UserMessage(content="hi")], max_output_tokens=64))
+    body = server.requests[0].json
+    assert body["max_completion_tokens"] == 64 and "max_tokens" not in body
+    assert body["model"] == "gpt-5" and model.info.provider == "openai"
+
+
+def test_a_streamed_request_asks_for_usage(server: MockProviderServer) -> None:
+    server.enqueue("ok")
+    collect(model_for(server))
+    sent = server.requests[0]
+    assert sent.json["stream"] is True
+    assert sent.json["stream_options"] == {"include_usage": True}
+    assert sent.headers["accept"] == "text/event-stream"
+
+
+def test_custom_headers_are_sent(server: MockProviderServer) -> None:
+    server.enqueue("ok")
+    generate(model_for(server, headers={"HTTP-Referer": "https://example.org"}))
+    assert server.requests[0].headers["http-referer"] == "https://example.org"
+
+
+# -- keys -----------------------------------------------------------------------------------------
+
+
+def test_a_callable_api_key_is_called_per_request(server: MockProviderServer) -> None:
+    server.enqueue("one", "two")
+    calls: list[int] = []
+
+    def key() -> str:
+        calls.append(1)
+        return f"sk-rotated-{len(calls)}"
+
+    model = model_for(server, api_key=key)
+    generate(model)
+    collect(model)
+    assert len(calls) == 2
+    assert [r.headers["authorization"] for r in server.requests] == [
+        "Bearer sk-rotated-1",
+        "Bearer sk-rotated-2",
+    ]
+
+
+def test_the_env_var_is_read_per_request(
+    server: MockProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.enqueue("one", "two")
+    model = model_for(server, api_key=None)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-1")
+    generate(model)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-2")
+    generate(model)
+    assert [r.headers["authorization"] for r in server.requests] == [
+        "Bearer sk-env-1",
+        "Bearer sk-env-2",
+    ]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_a_missing_key_fails_before_any_request(
+    server: MockProviderServer, monkeypatch: pytest.MonkeyPatch, streaming: bool
+) -> None:
+    monkeypatch.delenv("GROQ_API_KEY", raising=False)
+    model = groq("llama-3.3-70b", base_url=server.base_url("openai"))
+    with pytest.raises(AuthenticationError, match="GROQ_API_KEY") as caught:
+        collect(model) if streaming else generate(model)
+    assert caught.value.provider == "groq"
+    assert server.requests == []
+
+
+def test_a_callable_key_that_returns_nothing_fails_before_any_request(
+    server: MockProviderServer,
+) -> None:
+    with pytest.raises(AuthenticationError, match="empty value"):
+        generate(model_for(server, api_key=lambda: ""))
+    assert server.requests == []
+
+
+def test_keyless_local_servers_send_no_authorization(
+    server: MockProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.enqueue("one", "two", "three")
+    generate(ollama("qwen3", base_url=server.base_url("openai")))
+    generate(llama_cpp(base_url=server.base_url("openai")))
+    generate(model_for(server, api_key=None, api_key_env=None))
+    assert all("authorization" not in r.headers for r in server.requests)
+    assert server.requests[1].json["model"] == "local"
+
+
+@pytest.mark.parametrize(
+    ("factory", "url", "provider", "env"),
+    [
+        (openai, "https://api.openai.com/v1", "openai", "OPENAI_API_KEY"),
+        (groq, "https://api.groq.com/openai/v1", "groq", "GROQ_API_KEY"),
+        (together, "https://api.together.xyz/v1", "together", "TOGETHER_API_KEY"),
+        (mistral, "https://api.mistral.ai/v1", "mistral", "MISTRAL_API_KEY"),
+        (deepseek, "https://api.deepseek.com/v1", "deepseek", "DEEPSEEK_API_KEY"),
+        (openrouter, "https://openrouter.ai/api/v1", "openrouter", "OPENROUTER_API_KEY"),
+    ],
+)
+def test_named_hosts_know_their_url_and_key_variable(
+    server: MockProviderServer,
+    monkeypatch: pytest.MonkeyPatch,
+    factory: Callable[..., OpenAICompatibleModel],
+    url: str,
+    provider: str,
+    env: str,
+) -> None:
+    model = factory("some-model")
+    assert (model.base_url, model.info.provider) == (url, provider)
+    server.enqueue("ok")
+    monkeypatch.setenv(env, f"key-for-{provider}")
+    generate(factory("some-model", base_url=server.base_url("openai")))
+    assert server.requests[0].headers["authorization"] == f"Bearer key-for-{provider}"
+
+
+def test_local_hosts_default_urls() -> None:
+    assert ollama("qwen3").base_url == "http://127.0.0.1:11434/v1"
+    assert llama_cpp().base_url == "http://127.0.0.1:8080/v1"
+
+
+# -- models and capabilities ----------------------------------------------------------------------
+
+
+def test_list_models(server: MockProviderServer) -> None:
+    model = model_for(server)
+    assert run(model, model.list_models) == ["m", "m-large"]
+    assert (server.requests[0].method, server.requests[0].path) == ("GET", "/v1/models")
+    assert server.requests[0].headers["authorization"] == "Bearer sk-test"
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_a_missing_capability_fails_before_any_request(
+    server: MockProviderServer, streaming: bool
+) -> None:
+    model = model_for(server, capabilities={"streaming"})
+    request = ChatRequest(messages=[UserMessage(content="hi")], tools=[ToolSpec(name="t")])
+    with pytest.raises(CapabilityNotSupportedError, match="tools"):
+        collect(model, request) if streaming else generate(model, request)
+    assert server.requests == []
