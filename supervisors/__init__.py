@@ -8,13 +8,13 @@ follow Erlang/OTP's semantics (see DESIGN.md section 3).
 from supervisors._actor import ExitReason, Monitor, SupervisedActor, exit_reason, kill, monitor
 from supervisors._async_tasks import AsyncTaskSupervisor
 from supervisors._dynamic import DynamicSupervisor
-from supervisors._introspect import supervisor_of
 from supervisors._errors import (
     ChildStartError,
     MaxChildrenReached,
     SupervisorError,
     SupervisorStopped,
 )
+from supervisors._introspect import supervisor_of
 from supervisors._spec import ChildCounts, ChildInfo, ChildSpec
 from supervisors._supervisor import Supervisor
 from supervisors._tasks import TaskSupervisor

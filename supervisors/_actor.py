@@ -25,7 +25,7 @@ class ExitReason:
 
     `kind` is `"normal"` for a normal `stop()`, `"crash"` for an exception that escaped a
     `tell` handler, `on_start`, `on_stop` or `on_failure`, `"killed"` for `kill()`, and
-    `"noproc"` when a monitor was set on an actor that was already dead.
+    `"noproc"` when the actor is gone and how it ended was never recorded.
     """
 
     kind: ExitKind
@@ -123,6 +123,8 @@ class SupervisedActor(pykka.ThreadingActor):
             if self._exit_fired:
                 return reason
             self._exit_fired = True
+            # The ref outlives the actor object (pykka refs hold it weakly): keep the reason there.
+            vars(self.actor_ref)[_REF_REASON] = reason
             monitors = list(self._monitors.values())
             self._monitors.clear()
         for monitor in monitors:
@@ -143,7 +145,7 @@ class SupervisedActor(pykka.ThreadingActor):
         try:
             try:
                 self.on_start()
-            except BaseException:  # noqa: BLE001 - an on_start failure of any kind is a crash
+            except BaseException:  # an on_start failure of any kind is a crash
                 self._handle_failure(*sys.exc_info())
             self._actor_loop_running()
             self._actor_loop_teardown()
@@ -198,6 +200,15 @@ def _call(callback: ExitCallback, ref: pykka.ActorRef[Any], reason: ExitReason) 
         log.exception("actor.monitor.callback_failed", actor=str(ref))
 
 
+_REF_REASON = "_supervisors_exit_reason"
+
+
+def _reason_on_ref(ref: pykka.ActorRef[Any]) -> ExitReason:
+    """The reason recorded on `ref` when its actor exited, or `noproc` if none was."""
+    reason = vars(ref).get(_REF_REASON)
+    return reason if isinstance(reason, ExitReason) else ExitReason("noproc")
+
+
 def actor_of(ref: pykka.ActorRef[Any]) -> pykka.Actor | None:
     """The actor object behind `ref`, or None once it was garbage-collected."""
     return ref._actor_weakref()
@@ -226,7 +237,7 @@ def monitor(ref: pykka.ActorRef[Any], callback: ExitCallback) -> Monitor:
     """
     actor = _supervised(ref)
     if actor is None:  # long dead and collected
-        _call(callback, ref, ExitReason("noproc"))
+        _call(callback, ref, _reason_on_ref(ref))
         return Monitor(None, callback)
     return actor._add_monitor(callback)
 
@@ -252,7 +263,7 @@ def kill(ref: pykka.ActorRef[Any], reason: str = "killed") -> None:
 def exit_reason(ref: pykka.ActorRef[Any]) -> ExitReason | None:
     """The reason a SupervisedActor exited, or None while it is alive."""
     actor = _supervised(ref)
-    if actor is None:
-        return ExitReason("noproc")
+    if actor is None:  # dead and collected
+        return _reason_on_ref(ref)
     with actor._exit_lock:
         return actor._exit_reason if actor._exit_fired else None

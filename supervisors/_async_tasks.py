@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
@@ -191,8 +192,6 @@ class AsyncTaskSupervisor:
     def stop(self, timeout: float | None = None) -> bool:
         """Cancel what is left, wait up to `timeout`, stop the loop and the actor."""
         finished = self._thread.stop(timeout)
-        try:
+        with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
             self._ref.stop(block=True, timeout=5.0)
-        except (pykka.ActorDeadError, pykka.Timeout):
-            pass
         return finished

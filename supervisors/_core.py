@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -35,7 +36,11 @@ class Child:
     def info(self) -> ChildInfo:
         alive = self.ref is not None and self.ref.is_alive()
         return ChildInfo(
-            id=self.spec.id, ref=self.ref, restart=self.spec.restart, type=self.spec.type, alive=alive
+            id=self.spec.id,
+            ref=self.ref,
+            restart=self.spec.restart,
+            type=self.spec.type,
+            alive=alive,
         )
 
 
@@ -70,6 +75,10 @@ class SupervisorCore(SupervisedActor):
     restart involves (`restart_group`).
     """
 
+    # OTP: a static supervisor keeps the spec of a (transient) child that ended normally and is
+    # not restarted; a dynamic one deletes every child it does not restart.
+    keeps_stopped_children = True
+
     def __init__(self, name: str, max_restarts: int, max_seconds: float, clock: Clock) -> None:
         super().__init__()
         self.name = name
@@ -102,10 +111,9 @@ class SupervisorCore(SupervisedActor):
         me = self.actor_ref
 
         def exited(dead: pykka.ActorRef[Any], reason: ExitReason) -> None:
-            try:
+            # If the supervisor is gone, it already shut its children down.
+            with contextlib.suppress(pykka.ActorDeadError):
                 me.tell(ChildExited(dead, reason))
-            except pykka.ActorDeadError:
-                pass  # the supervisor is gone; it already shut its children down
 
         child.watch = monitor(ref, exited)
         self.log.debug("supervisor.child.started", child=child.spec.id, actor=str(ref))
@@ -148,7 +156,7 @@ class SupervisorCore(SupervisedActor):
             abnormal=reason.abnormal,
         )
         if not should_restart(child.spec.restart, reason):
-            if child.spec.restart == "temporary":
+            if child.spec.restart == "temporary" or not self.keeps_stopped_children:
                 self.children.remove(child)
             return
         if not self.intensity.record():
@@ -171,7 +179,9 @@ class SupervisorCore(SupervisedActor):
             try:
                 self.launch(child)
             except ChildStartError as exc:
-                self.log.error("supervisor.child.restart_failed", child=child.spec.id, error=str(exc))
+                self.log.error(
+                    "supervisor.child.restart_failed", child=child.spec.id, error=str(exc)
+                )
                 if not self.intensity.record():
                     self.give_up(child)
                     return

@@ -14,6 +14,8 @@ from supervisors._spec import ChildSpec
 
 
 class _DynamicActor(SupervisorCore):
+    keeps_stopped_children = False
+
     def __init__(
         self,
         name: str,
@@ -46,9 +48,10 @@ class DynamicSupervisor(SupervisorHandle):
     """A supervisor whose children are started and stopped at run time (OTP's
     DynamicSupervisor).
 
-    Each child is restarted alone according to its own restart type; child ids need not be
-    unique (a child is identified by its ref). More than `max_restarts` restarts within
-    `max_seconds` stops every child and exits the supervisor abnormally.
+    Each child is restarted alone according to its own restart type; a child that is not
+    restarted is forgotten. Child ids need not be unique (a child is identified by its ref).
+    More than `max_restarts` restarts within `max_seconds` stops every child and exits the
+    supervisor abnormally.
     """
 
     @classmethod
@@ -69,7 +72,9 @@ class DynamicSupervisor(SupervisorHandle):
         if max_children is not None and (
             isinstance(max_children, bool) or not isinstance(max_children, int) or max_children < 0
         ):
-            raise ValueError(f"invalid max_children {max_children!r} (expected an int >= 0 or None)")
+            raise ValueError(
+                f"invalid max_children {max_children!r} (expected an int >= 0 or None)"
+            )
         check_intensity(max_restarts, max_seconds)
         label = name or "dynamic-supervisor"
         return cls(_DynamicActor.start(label, max_children, max_restarts, max_seconds, clock))

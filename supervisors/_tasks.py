@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -64,6 +65,12 @@ class TaskPool:
         item.future.add_done_callback(self._report)
         return item.future
 
+    @property
+    def closed(self) -> bool:
+        """True once `stop` was called: no task is accepted any more."""
+        with self._lock:
+            return self._closed
+
     def active(self) -> int:
         """Tasks running or waiting to run."""
         with self._lock:
@@ -88,7 +95,7 @@ class TaskPool:
                 if item.future.set_running_or_notify_cancel():
                     try:
                         item.future.set_result(item.fn(*item.args, **item.kwargs))
-                    except BaseException as exc:  # noqa: BLE001 - isolated in the future
+                    except BaseException as exc:  # isolated in the future
                         item.future.set_exception(exc)
             finally:
                 with self._lock:
@@ -138,7 +145,8 @@ class _TaskActor(SupervisedActor):
         self.stop_timeout = stop_timeout
 
     def on_stop(self) -> None:
-        self.pool.stop(self.stop_timeout)
+        if not self.pool.closed:  # TaskSupervisor.stop already waited, with its own timeout
+            self.pool.stop(self.stop_timeout)
 
     def on_exit(self, reason: object) -> None:
         self.pool.stop(0)
@@ -215,8 +223,6 @@ class TaskSupervisor:
         Returns True if every running task finished in time (the rest are abandoned).
         """
         finished = self._pool.stop(timeout)
-        try:
+        with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
             self._ref.stop(block=True, timeout=5.0)
-        except (pykka.ActorDeadError, pykka.Timeout):
-            pass
         return finished
