@@ -84,8 +84,13 @@ class SupervisedActor(pykka.ThreadingActor):
         self._exit_reason: ExitReason | None = None
         self._exit_fired = False
         self._monitors: dict[int, Monitor] = {}
+        self._initialized = threading.Event()
 
     # -- hooks -------------------------------------------------------------------------------
+
+    def wait_initialized(self, timeout: float | None = None) -> bool:
+        """Block until `on_start` has returned or failed; False if `timeout` passed first."""
+        return self._initialized.wait(timeout)
 
     def on_exit(self, reason: ExitReason) -> None:
         """Run in the actor's own thread when it ends, after its monitors were told.
@@ -147,9 +152,11 @@ class SupervisedActor(pykka.ThreadingActor):
                 self.on_start()
             except BaseException:  # an on_start failure of any kind is a crash
                 self._handle_failure(*sys.exc_info())
+            self._initialized.set()
             self._actor_loop_running()
             self._actor_loop_teardown()
         finally:
+            self._initialized.set()
             reason = self._fire_exit()
             try:
                 self.on_exit(reason)

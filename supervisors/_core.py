@@ -53,6 +53,13 @@ class ChildExited:
 
 
 @dataclass(frozen=True)
+class RetryRestart:
+    """Sent by a supervisor to itself to try again children whose restart failed."""
+
+    group: list[Child]
+
+
+@dataclass(frozen=True)
 class Call:
     """A synchronous request from a handle to its supervisor actor."""
 
@@ -100,6 +107,9 @@ class SupervisorCore(SupervisedActor):
             return None
         if isinstance(message, Call):
             return message.fn()
+        if isinstance(message, RetryRestart):
+            self._restart_all([c for c in message.group if c.ref is None])
+            return None
         return super().on_receive(message)
 
     # -- starting and stopping children -----------------------------------------------------------
@@ -173,9 +183,12 @@ class SupervisorCore(SupervisedActor):
         self._restart_all([c for c in group if c in self.children])
 
     def _restart_all(self, group: list[Child]) -> None:
-        pending = list(group)
-        while pending:
-            child = pending[0]
+        """Start `group` in order. A failed start counts as another restart; the rest of the
+        group is retried through the mailbox (as OTP's `try_again`), so calls and exits that
+        arrived meanwhile are served between attempts."""
+        for position, child in enumerate(group):
+            if child not in self.children:
+                continue  # deleted since the retry was queued
             try:
                 self.launch(child)
             except ChildStartError as exc:
@@ -185,9 +198,9 @@ class SupervisorCore(SupervisedActor):
                 if not self.intensity.record():
                     self.give_up(child)
                     return
-                continue
+                self.actor_ref.tell(RetryRestart(group[position:]))
+                return
             self.log.info("supervisor.child.restarted", child=child.spec.id)
-            pending.pop(0)
 
     def give_up(self, child: Child) -> None:
         """Restart intensity exceeded: stop every child and exit abnormally."""

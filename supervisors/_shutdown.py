@@ -7,18 +7,26 @@ from typing import Any
 import pykka
 import structlog
 
-from supervisors._actor import SupervisedActor, kill
+from supervisors._actor import SupervisedActor, actor_of, exit_reason, kill
 from supervisors._errors import ChildStartError
 from supervisors._spec import ChildSpec, Shutdown
 
 log = structlog.get_logger(__name__)
 
+# How long a supervisor waits for a new child's on_start before giving up on it.
+START_TIMEOUT = 30.0
+
 
 def start_child(spec: ChildSpec) -> pykka.ActorRef[Any]:
-    """Call `spec.start()` and check that it returned a live SupervisedActor's ref.
+    """Call `spec.start()`, wait for the child's `on_start` to finish (OTP's `start_link`
+    waits for `init`), and check that it is a live SupervisedActor.
+
+    A child whose `on_start` calls back into its own supervisor synchronously deadlocks until
+    `START_TIMEOUT`, as in OTP.
 
     Raises:
-        ChildStartError: the start function raised, or returned anything else; names the child.
+        ChildStartError: the start function raised or returned something else, or `on_start`
+            failed or did not finish within `START_TIMEOUT`; names the child.
     """
     try:
         ref = spec.start()
@@ -31,6 +39,12 @@ def start_child(spec: ChildSpec) -> pykka.ActorRef[Any]:
         raise ChildStartError(
             spec.id, f"{ref.actor_class.__name__} is not a supervisors.SupervisedActor"
         )
+    actor = actor_of(ref)
+    if isinstance(actor, SupervisedActor) and not actor.wait_initialized(START_TIMEOUT):
+        kill(ref, "on_start timed out")
+        raise ChildStartError(spec.id, f"on_start did not finish within {START_TIMEOUT}s")
+    if not ref.is_alive():
+        raise ChildStartError(spec.id, f"on_start failed: {exit_reason(ref)}")
     return ref
 
 

@@ -514,3 +514,28 @@ def test_supervisor_of_finds_the_handle_behind_a_supervisor_ref(
     assert child_ids(found) == ["a"]
     assert isinstance(found_dynamic, DynamicSupervisor) and found_dynamic.ref is dyn.ref
     assert supervisor_of(live_ref(sup, "a")) is None
+
+
+# -- start waits for on_start (OTP start_link) ------------------------------------------------
+
+
+def test_each_child_finishes_on_start_before_the_next_starts(
+    started: Started, recorder: Recorder
+) -> None:
+    specs = [worker_spec(c, recorder, handshake=False) for c in ("a", "b", "c")]
+    started.supervisor(specs)
+    assert [who for _, who in recorder.events("start")] == ["a", "b", "c"]
+
+
+def test_an_on_start_failure_at_start_fails_supervisor_start_naming_the_child(
+    started: Started, recorder: Recorder
+) -> None:
+    specs = [
+        worker_spec("a", recorder, handshake=False),
+        worker_spec("b", recorder, handshake=False, fail_on_start=lambda: True),
+    ]
+    with pytest.raises(ChildStartError) as info:
+        started.supervisor(specs)
+    assert info.value.child_id == "b"
+    assert "on_start failed" in str(info.value)
+    wait_until(lambda: recorder.count("stop", "a") == 1)
