@@ -37,6 +37,7 @@ from agent_runtime.events import (
     TurnStart,
     is_terminal,
 )
+from agent_runtime.loop import AgentContext, LoopConfig, RetryPolicy
 from agent_runtime.messages import (
     AssistantMessage,
     Content,
@@ -54,8 +55,29 @@ from agent_runtime.messages import (
 )
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.runtime import Runtime
+from agent_runtime.tools import (
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolDefinitionError,
+    ToolRegistry,
+    error_result,
+    normalize_result,
+    tool,
+)
 
 __all__ = [
+    "AgentContext",
+    "LoopConfig",
+    "RetryPolicy",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolRegistry",
+    "error_result",
+    "normalize_result",
+    "tool",
     "AbortSignal",
     "AgentEnd",
     "AgentStart",

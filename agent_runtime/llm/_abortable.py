@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
@@ -48,7 +49,10 @@ async def await_abortable(awaitable: Awaitable[T], signal: AbortSignal | None) -
     """Await `awaitable`; on abort cancel it and raise `Aborted(reason)`."""
     if signal is None:
         return await awaitable
-    signal.raise_if_aborted()
+    if signal.aborted:
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()  # never started: close it so it is not reported as unawaited
+        raise Aborted(signal.reason)
     watch = _AbortWatch(signal)
     task = asyncio.ensure_future(awaitable)
     try:

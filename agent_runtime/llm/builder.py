@@ -83,29 +83,38 @@ class ChatResponseBuilder:
         """True once a terminal marker was added."""
         return self._finish is not None
 
-    def add(self, chunk: StreamChunk) -> None:
-        """Fold one chunk into the answer."""
+    def add(self, chunk: StreamChunk) -> int | None:
+        """Fold one chunk into the answer; returns the index of the content block it touched
+        (None for usage and finish chunks, and for empty text)."""
+        block: _Block | None = None
         if isinstance(chunk, TextDelta):
-            self._text(chunk)
+            block = self._text(chunk)
         elif isinstance(chunk, ThinkingDelta):
-            self._thinking(chunk)
+            block = self._thinking(chunk)
         elif isinstance(chunk, ToolCallDelta):
-            self._tool_call(chunk)
+            block = self._tool_call(chunk)
         elif isinstance(chunk, UsageDelta):
             self._usage = chunk.usage
         elif isinstance(chunk, FinishDelta):
             self._finish = chunk
+        if block is None:
+            return None
+        for index in range(len(self._blocks) - 1, -1, -1):
+            if self._blocks[index] is block:
+                return index
+        return None
 
-    def _text(self, chunk: TextDelta) -> None:
+    def _text(self, chunk: TextDelta) -> _Text | None:
         if not chunk.text:
-            return
+            return None
         last = self._blocks[-1] if self._blocks else None
         if not isinstance(last, _Text):
             last = _Text()
             self._blocks.append(last)
         last.parts.append(chunk.text)
+        return last
 
-    def _thinking(self, chunk: ThinkingDelta) -> None:
+    def _thinking(self, chunk: ThinkingDelta) -> _Thinking:
         last = self._blocks[-1] if self._blocks else None
         if not isinstance(last, _Thinking) or (
             last.signature is not None and (chunk.text or chunk.redacted)
@@ -117,8 +126,9 @@ class ChatResponseBuilder:
         if chunk.signature is not None:
             last.signature = chunk.signature
         last.redacted = last.redacted or chunk.redacted
+        return last
 
-    def _tool_call(self, chunk: ToolCallDelta) -> None:
+    def _tool_call(self, chunk: ToolCallDelta) -> _Call:
         call: _Call | None
         if chunk.index is not None:
             key: tuple[str, Any] = ("index", chunk.index)
@@ -148,6 +158,41 @@ class ChatResponseBuilder:
         if chunk.arguments:
             call.parts.append(chunk.arguments)
         self._last_call = call
+        return call
+
+    def _content(self, *, partial: bool, with_calls: bool = True) -> list[AssistantContent]:
+        content: list[AssistantContent] = []
+        for number, block in enumerate(self._blocks):
+            if isinstance(block, _Text):
+                content.append(TextContent(text="".join(block.parts)))
+            elif isinstance(block, _Thinking):
+                content.append(
+                    ThinkingContent(
+                        thinking="".join(block.parts),
+                        signature=block.signature,
+                        redacted=block.redacted,
+                    )
+                )
+            elif with_calls:
+                content.append(_finish_call(block, number, partial=partial))
+        return content
+
+    def snapshot(
+        self, *, stop_reason: StopReason = "stop", with_calls: bool = True, error: str | None = None
+    ) -> AssistantMessage:
+        """The answer so far, as a message (tool arguments parsed as far as they go).
+
+        Used for progress events and for the partial message of a failed or aborted attempt
+        (`with_calls=False` drops tool calls, which may be incomplete).
+        """
+        return AssistantMessage(
+            content=self._content(partial=True, with_calls=with_calls),
+            stop_reason=stop_reason,
+            error_message=error,
+            usage=self._usage,
+            model=self.model,
+            provider=self.provider,
+        )
 
     def build(self, *, allow_unfinished: bool = False) -> ChatResponse:
         """The assembled response.
@@ -163,21 +208,7 @@ class ChatResponseBuilder:
                 request_id=self.request_id,
             )
         reason: StopReason = self._finish.reason if self._finish is not None else "error"
-        truncated = reason == "length"
-        content: list[AssistantContent] = []
-        for number, block in enumerate(self._blocks):
-            if isinstance(block, _Text):
-                content.append(TextContent(text="".join(block.parts)))
-            elif isinstance(block, _Thinking):
-                content.append(
-                    ThinkingContent(
-                        thinking="".join(block.parts),
-                        signature=block.signature,
-                        redacted=block.redacted,
-                    )
-                )
-            else:
-                content.append(_finish_call(block, number, partial=truncated))
+        content = self._content(partial=reason == "length")
         has_calls = any(isinstance(block, ToolCall) for block in content)
         if has_calls and reason == "stop":
             reason = "tool_use"

@@ -1,0 +1,114 @@
+"""ToolContext: what a running tool receives besides its arguments."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from agent_runtime._key import AgentKey
+from agent_runtime._tool_results import normalize_result
+from agent_runtime.abort import AbortSignal
+from agent_runtime.messages import ToolResult
+
+log = structlog.get_logger(__name__)
+
+UpdateCallback = Callable[[ToolResult], None]
+"""Receives each partial result of a tool, in the thread that called `update`."""
+
+Spawner = Callable[..., Any]
+"""`spawner(role, **options)`: starts a subagent for a tool (wired by the agent runtime)."""
+
+
+class ToolContext:
+    """The live context of one tool call: identity, abort signal, runtime, progress updates.
+
+    A plain object, not a pydantic model: it carries live objects (signal, runtime, callbacks).
+    A tool receives it by annotating a parameter with `ToolContext` (any name, keyword or
+    positional); hand-written `Tool`s receive it as the second argument of `execute`.
+
+    Guarantees:
+    - `update()` is thread-safe (sync tools call it from a worker thread); the `on_update`
+      callback runs in the calling thread, outside the context's lock, and an exception it
+      raises is logged, never passed to the tool.
+    - `last_partial` is the partial of the most recent `update()` that was accepted.
+    - After `close()` (which `execute_tool_call` does when the call returns, times out or is
+      cancelled), updates are dropped: an abandoned tool cannot add output to a closed call.
+    """
+
+    def __init__(
+        self,
+        tool_call_id: str = "",
+        tool_name: str = "",
+        *,
+        agent_key: AgentKey | None = None,
+        signal: AbortSignal | None = None,
+        runtime: Any = None,
+        on_update: UpdateCallback | None = None,
+        spawner: Spawner | None = None,
+    ) -> None:
+        self.tool_call_id = tool_call_id
+        self.tool_name = tool_name
+        self.agent_key = agent_key
+        self.signal = signal if signal is not None else AbortSignal()
+        self.runtime = runtime
+        self._on_update = on_update
+        self._spawner = spawner
+        self._lock = threading.Lock()
+        self._last_partial: ToolResult | None = None
+        self._closed = False
+
+    @property
+    def aborted(self) -> bool:
+        """True once the run's abort signal fired; a long tool should check it and stop."""
+        return self.signal.aborted
+
+    @property
+    def last_partial(self) -> ToolResult | None:
+        """The most recent accepted partial result, or None."""
+        with self._lock:
+            return self._last_partial
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` was called; further updates are dropped."""
+        with self._lock:
+            return self._closed
+
+    def update(self, partial: str | ToolResult) -> None:
+        """Report progress: `partial` (a string becomes one text block) goes to `on_update`.
+
+        Thread-safe; a no-op after `close()`. Values other than a string or `ToolResult` are
+        normalised like a tool's return value.
+        """
+        result = ToolResult.text(partial) if isinstance(partial, str) else normalize_result(partial)
+        with self._lock:
+            if self._closed:
+                return
+            self._last_partial = result
+        if self._on_update is not None:
+            try:
+                self._on_update(result)
+            except Exception:
+                log.exception("tool.update.failed", tool=self.tool_name, call=self.tool_call_id)
+
+    def close(self) -> None:
+        """Stop accepting updates (idempotent); `last_partial` is frozen from here on."""
+        with self._lock:
+            self._closed = True
+
+    def spawn(self, role: str, **options: Any) -> Any:
+        """Start a subagent with `role` through the runtime's spawner and return its handle.
+
+        Raises:
+            NotImplementedError: this context has no spawner (the tool runs outside an agent
+                runtime).
+        """
+        if self._spawner is None:
+            raise NotImplementedError("spawn needs an agent runtime")
+        return self._spawner(role, **options)
+
+    def __repr__(self) -> str:
+        return f"<ToolContext {self.tool_name} call={self.tool_call_id!r} agent={self.agent_key!r}>"

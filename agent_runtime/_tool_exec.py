@@ -1,0 +1,178 @@
+"""Running one tool call for the loop: resolve, validate, execute with a deadline, never crash."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+
+from agent_runtime._tool import Tool
+from agent_runtime._tool_args import ToolArgumentsError, arguments_from_raw
+from agent_runtime._tool_context import ToolContext
+from agent_runtime._tool_results import error_result, normalize_result
+from agent_runtime.messages import ToolCall, ToolResult
+
+log = structlog.get_logger(__name__)
+
+RunSync = Callable[[Callable[[], Any]], "concurrent.futures.Future[Any]"]
+"""Submits a zero-argument callable to a thread pool and returns its Future."""
+
+
+def find_tool(tools: Sequence[Tool], name: str) -> Tool | None:
+    """The tool a call named `name` means, or None.
+
+    Rule: the first tool whose name equals `name` exactly; failing that, the first whose name
+    equals `name` with surrounding whitespace stripped and each inner run of whitespace
+    (Unicode included) replaced by one `_`. So `" read_file "`, `"read_file\\n"` and
+    `"read file"` all find `read_file`; case and other characters are never changed.
+    """
+    for t in tools:
+        if t.name == name:
+            return t
+    key = _normalize(name)
+    if not key:
+        return None
+    for t in tools:
+        if _normalize(t.name) == key:
+            return t
+    return None
+
+
+async def execute_tool_call(
+    call: ToolCall,
+    tools: Sequence[Tool],
+    ctx: ToolContext,
+    *,
+    run_sync: RunSync | None = None,
+    timeout: float | None = None,
+) -> ToolResult:
+    """Run one tool call and return its result; never raises except `asyncio.CancelledError`.
+
+    - The tool is found with `find_tool`; none -> an error result "Tool X not found. Available
+      tools: a, b" with `details = {"outcome": "not_found", ...}`.
+    - Arguments are validated (see `Tool.validate_arguments`); invalid -> an error result
+      naming each bad field, `details = {"outcome": "invalid_arguments", "errors": [...]}`,
+      and the tool does not run. Arguments the LLM layer could not parse (`raw_arguments`)
+      are invalid too, unless they are a JSON object encoded twice.
+    - `async def` tools run on the running event loop; sync tools via `run_sync` (the
+      runtime's thread pool), else `asyncio.to_thread`, with the caller's contextvars.
+    - The deadline is `tool.timeout`, else `timeout`, else none. On expiry -> an error result
+      "Tool X timed out after Ns" (`outcome = "timeout"`). An async tool is cancelled; a sync
+      tool cannot be killed and keeps running in its thread, its later output discarded.
+    - An exception -> an error result naming its type and message (`outcome = "error"`,
+      `exception = type name`). A success keeps the tool's own `details`; unknown arguments
+      that were ignored are added as `details["ignored_arguments"]`.
+    - A tool with `trust="untrusted"` makes its results untrusted (a result may also say so).
+    - Cancelling the awaiting task (the loop's abort) propagates `CancelledError`: an async
+      tool is cancelled, a sync tool not yet started never starts, a started one is
+      abandoned. A `CancelledError` coming from inside the tool while this task is not being
+      cancelled is reported as an error result instead.
+    - `ctx` is closed when this returns or raises: later updates from the tool are dropped.
+    """
+    try:
+        return await _execute(call, tools, ctx, run_sync, timeout)
+    finally:
+        ctx.close()
+
+
+async def _execute(
+    call: ToolCall,
+    tools: Sequence[Tool],
+    ctx: ToolContext,
+    run_sync: RunSync | None,
+    default_timeout: float | None,
+) -> ToolResult:
+    found = find_tool(tools, call.name)
+    if found is None:
+        return _not_found(call.name, tools)
+    try:
+        arguments = arguments_from_raw(call.arguments, call.raw_arguments)
+        values, ignored = found.validate_arguments(arguments)
+    except ToolArgumentsError as exc:
+        details: dict[str, Any] = {"outcome": "invalid_arguments", "errors": exc.errors}
+        if exc.ignored:
+            details["ignored_arguments"] = exc.ignored
+        return ToolResult.text(exc.describe(found.name), is_error=True, details=details)
+    except Exception as exc:
+        return _raised(found, call, exc)
+
+    limit = found.timeout if found.timeout is not None else default_timeout
+    deadline = asyncio.timeout(limit)
+    try:
+        async with deadline:
+            value = await _invoke(found, values, ctx, run_sync)
+        result = normalize_result(value)
+    except TimeoutError as exc:
+        if not deadline.expired():
+            return _untrusted(found, _raised(found, call, exc))
+        log.info("tool.call.timed_out", tool=found.name, call=call.id, timeout=limit)
+        return error_result(f"Tool {found.name} timed out after {limit:g}s", outcome="timeout")
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        return _untrusted(found, _raised(found, call, exc))
+    except Exception as exc:
+        return _untrusted(found, _raised(found, call, exc))
+
+    if ignored:
+        details = dict(result.details or {})
+        details.setdefault("ignored_arguments", ignored)
+        result = result.model_copy(update={"details": details})
+    return _untrusted(found, result)
+
+
+async def _invoke(
+    found: Tool, values: dict[str, Any], ctx: ToolContext, run_sync: RunSync | None
+) -> Any:
+    if found.is_async:
+        value = await found.execute(values, ctx)
+    else:
+        thunk = functools.partial(found.execute, values, ctx)
+        if run_sync is None:
+            value = await asyncio.to_thread(thunk)
+        else:
+            context = contextvars.copy_context()
+            value = await asyncio.wrap_future(run_sync(functools.partial(context.run, thunk)))
+    if inspect.isawaitable(value):  # a sync callable that returned a coroutine
+        value = await value
+    return value
+
+
+def _not_found(name: str, tools: Sequence[Tool]) -> ToolResult:
+    available = list(dict.fromkeys(t.name for t in tools))
+    listing = f"Available tools: {', '.join(available)}" if available else "No tools are available."
+    return error_result(
+        f"Tool {name} not found. {listing}",
+        outcome="not_found",
+        requested=name,
+        available=available,
+    )
+
+
+def _raised(found: Tool, call: ToolCall, exc: BaseException) -> ToolResult:
+    kind = type(exc).__name__
+    message = str(exc)
+    log.info("tool.call.raised", tool=found.name, call=call.id, exception=kind, exc_info=exc)
+    text = (
+        f"Tool {found.name} raised {kind}: {message}"
+        if message
+        else f"Tool {found.name} raised {kind}"
+    )
+    return error_result(text, exception=kind, message=message)
+
+
+def _untrusted(found: Tool, result: ToolResult) -> ToolResult:
+    if found.trust == "untrusted" and result.trust != "untrusted":
+        return result.model_copy(update={"trust": "untrusted"})
+    return result
+
+
+def _normalize(name: str) -> str:
+    return "_".join(name.split())

@@ -1,0 +1,245 @@
+"""One tool batch of a run: groups, concurrency, steering boundaries, abort grace, pairing."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_runtime.abort import AbortSignal
+from agent_runtime.events import Event, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
+from agent_runtime.loop.types import LoopConfig
+from agent_runtime.messages import Content, Message, TextContent, ToolCall, ToolResult
+from agent_runtime.tools import Tool, ToolContext, execute_tool_call, find_tool
+
+Stamp = Callable[[Event], Event]
+
+
+@dataclass
+class BatchOutcome:
+    """What a tool batch produced: one result per call in call order, plus what stopped it."""
+
+    results: list[tuple[ToolCall, ToolResult]] = field(default_factory=list)
+    steering: list[Message] = field(default_factory=list)
+    aborted: str | None = None
+
+
+def plan_groups(
+    calls: Sequence[ToolCall], tools: Sequence[Tool], limit: int
+) -> list[list[ToolCall]]:
+    """Split calls into groups run one after another: contiguous `parallel_safe` calls share
+    a group of at most `limit`; any other call (or an unknown tool) is a group of its own."""
+    groups: list[list[ToolCall]] = []
+    current: list[ToolCall] = []
+    for call in calls:
+        tool = find_tool(tools, call.name)
+        if tool is not None and tool.parallel_safe:
+            if len(current) >= limit:
+                groups.append(current)
+                current = []
+            current.append(call)
+            continue
+        if current:
+            groups.append(current)
+            current = []
+        groups.append([call])
+    if current:
+        groups.append(current)
+    return groups
+
+
+def skipped_result(call: ToolCall) -> ToolResult:
+    """The result of a call skipped because a steering message arrived first."""
+    return ToolResult(
+        content=[
+            TextContent(
+                text=f"Skipped {call.name}: the user sent a new message before this call ran."
+            )
+        ],
+        is_error=True,
+        details={"outcome": "skipped"},
+    )
+
+
+def not_started_result(call: ToolCall, reason: str) -> ToolResult:
+    """The result of a call that never started because the run was aborted."""
+    return ToolResult(
+        content=[
+            TextContent(text=f"Not run: {call.name} was cancelled before it started ({reason}).")
+        ],
+        is_error=True,
+        details={"outcome": "not_started", "cancelled": True},
+    )
+
+
+def abandoned_result(call: ToolCall, reason: str, partial: ToolResult | None) -> ToolResult:
+    """The result of a call still running when the abort grace ran out."""
+    text = (
+        f"Cancelled: {call.name} was still running when the run was aborted ({reason}); "
+        "its outcome is unknown."
+    )
+    content: list[Content] = [TextContent(text=text)]
+    if partial is not None:
+        content.extend(partial.content)
+    return ToolResult(
+        content=content,
+        is_error=True,
+        details={
+            "outcome": "unknown",
+            "cancelled": True,
+            "partial": partial.model_dump(mode="json") if partial is not None else None,
+        },
+    )
+
+
+class ToolBatch:
+    """Runs the tool calls of one assistant message, yielding execution events.
+
+    Groups run in order (`plan_groups`); before each group after the first, steering is
+    polled: if a message arrived, the remaining calls are skipped (already started ones have
+    finished). On abort, running calls get `abort_grace` to finish, then are abandoned;
+    unstarted calls are not run. Every call gets exactly one result, in call order.
+    """
+
+    def __init__(
+        self,
+        calls: Sequence[ToolCall],
+        tools: Sequence[Tool],
+        config: LoopConfig,
+        signal: AbortSignal,
+        stamp: Stamp,
+        take_steering: Callable[[], list[Message]],
+    ) -> None:
+        self.calls = list(calls)
+        self.tools = list(tools)
+        self.config = config
+        self.signal = signal
+        self.stamp = stamp
+        self.take_steering = take_steering
+        self.outcome = BatchOutcome()
+        self._done: dict[str, ToolResult] = {}
+        self._contexts: dict[str, ToolContext] = {}
+        self._updates: collections.deque[tuple[ToolCall, ToolResult]] = collections.deque()
+        self._wake = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._tasks: dict[asyncio.Task[ToolResult], ToolCall] = {}
+
+    def _poke(self) -> None:
+        self._loop.call_soon_threadsafe(self._wake.set)
+
+    def _updater(self, call: ToolCall) -> Callable[[ToolResult], None]:
+        def update(partial: ToolResult) -> None:
+            self._updates.append((call, partial))  # deque.append is thread-safe
+            self._poke()
+
+        return update
+
+    async def run(self) -> AsyncIterator[Event]:
+        """Yield the batch's execution events; `outcome` holds the results afterwards."""
+        remove = self.signal.on_abort(lambda _: self._poke())
+        try:
+            groups = plan_groups(self.calls, self.tools, self.config.max_tool_concurrency)
+            for number, group in enumerate(groups):
+                if self.signal.aborted:
+                    break
+                if number:
+                    steering = self.take_steering()
+                    if steering:
+                        self.outcome.steering = steering
+                        break
+                async for event in self._run_group(group):
+                    yield event
+                if self.outcome.aborted is not None:
+                    break
+        finally:
+            remove()
+            for task in self._tasks:
+                task.cancel()
+        if self.signal.aborted and self.outcome.aborted is None:
+            self.outcome.aborted = str(self.signal.reason)
+        for call in self.calls:
+            result = self._done.get(call.id)
+            if result is None:
+                if self.outcome.aborted is not None:
+                    result = not_started_result(call, self.outcome.aborted)
+                else:
+                    result = skipped_result(call)
+            self.outcome.results.append((call, result))
+
+    async def _run_group(self, group: list[ToolCall]) -> AsyncIterator[Event]:
+        for call in group:
+            yield self.stamp(
+                ToolExecutionStart(tool_call_id=call.id, name=call.name, args=call.arguments)
+            )
+            ctx = ToolContext(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                agent_key=self.config.agent,
+                signal=self.signal,
+                runtime=self.config.runtime,
+                on_update=self._updater(call),
+            )
+            self._contexts[call.id] = ctx
+            coro = execute_tool_call(
+                call,
+                self.tools,
+                ctx,
+                run_sync=self.config.run_sync,
+                timeout=self.config.tool_timeout,
+            )
+            self._tasks[asyncio.ensure_future(coro)] = call
+        deadline: float | None = None
+        while self._tasks:
+            if self.signal.aborted and deadline is None:
+                deadline = time.monotonic() + self.config.abort_grace
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            waiter = asyncio.ensure_future(self._wake.wait())
+            waitables: set[asyncio.Future[Any]] = {waiter, *self._tasks}
+            done, _ = await asyncio.wait(
+                waitables, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not waiter.done():
+                waiter.cancel()
+            self._wake.clear()
+            for event in self._drain_updates():
+                yield event
+            for task in [t for t in done if t in self._tasks]:
+                call = self._tasks.pop(task)
+                result = task.result()
+                self._done[call.id] = result
+                yield self._end_event(call, result)
+            if deadline is not None and time.monotonic() >= deadline and self._tasks:
+                reason = str(self.signal.reason)
+                for task, call in list(self._tasks.items()):
+                    task.cancel()
+                    result = abandoned_result(call, reason, self._contexts[call.id].last_partial)
+                    self._done[call.id] = result
+                    yield self._end_event(call, result)
+                self._tasks.clear()
+        if self.signal.aborted:
+            self.outcome.aborted = str(self.signal.reason)
+
+    def _drain_updates(self) -> list[Event]:
+        events: list[Event] = []
+        while self._updates:
+            call, partial = self._updates.popleft()
+            if call.id in self._done:
+                continue  # an update racing the end is dropped: the end says more
+            events.append(
+                self.stamp(
+                    ToolExecutionUpdate(
+                        tool_call_id=call.id, name=call.name, args=call.arguments, partial=partial
+                    )
+                )
+            )
+        return events
+
+    def _end_event(self, call: ToolCall, result: ToolResult) -> Event:
+        return self.stamp(
+            ToolExecutionEnd(
+                tool_call_id=call.id, name=call.name, result=result, is_error=result.is_error
+            )
+        )

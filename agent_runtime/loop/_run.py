@@ -1,0 +1,258 @@
+"""The stateless agent loop: one run as an async generator of events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+
+import structlog
+
+from agent_runtime.abort import AbortSignal
+from agent_runtime.events import (
+    AgentEnd,
+    AgentStart,
+    Canceled,
+    Error,
+    Event,
+    MessageEnd,
+    MessageStart,
+    TurnEnd,
+    TurnStart,
+)
+from agent_runtime.loop._batch import ToolBatch
+from agent_runtime.loop._turn import TurnOutcome, build_request, stream_turn
+from agent_runtime.loop.types import AgentContext, LoopConfig
+from agent_runtime.messages import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ToolResultMessage,
+)
+
+log = structlog.get_logger(__name__)
+
+
+class _Run:
+    """The state of one run, private to the generator that drives it."""
+
+    def __init__(
+        self,
+        prompts: Sequence[Message],
+        context: AgentContext,
+        config: LoopConfig,
+        signal: AbortSignal | None,
+    ) -> None:
+        self.prompts = list(prompts)
+        self.system_prompt = context.system_prompt
+        self.tools = list(context.tools)
+        self.messages: list[Message] = list(context.messages)
+        self.new_messages: list[Message] = []
+        self.config = config
+        self.signal = signal if signal is not None else AbortSignal()
+        self.seq = 0
+        self.tool_turns = 0
+        self.pending: list[Message] = []
+        key = config.agent
+        self.log = log.bind(
+            run_id=config.run_id,
+            session=key.session if key else None,
+            role=key.role if key else None,
+            index=key.index if key else None,
+        )
+
+    def stamp(self, event: Event) -> Event:
+        self.seq += 1
+        return event.model_copy(
+            update={"agent": self.config.agent, "run_id": self.config.run_id, "seq": self.seq}
+        )
+
+    def commit(self, message: Message) -> list[Event]:
+        """Add a message to the transcript; MessageStart/MessageEnd announce it."""
+        self.messages.append(message)
+        self.new_messages.append(message)
+        return [self.stamp(MessageStart(message=message)), self.stamp(MessageEnd(message=message))]
+
+    def take_steering(self) -> list[Message]:
+        getter = self.config.get_steering_messages
+        return list(getter()) if getter is not None else []
+
+    def take_follow_ups(self) -> list[Message]:
+        getter = self.config.get_follow_up_messages
+        return list(getter()) if getter is not None else []
+
+    def hand_back(self) -> None:
+        """Return steering taken but not delivered, so no queued message is lost."""
+        if self.pending and self.config.on_undelivered_steering is not None:
+            self.config.on_undelivered_steering(list(self.pending))
+        self.pending = []
+
+    def canceled(self, reason: str) -> Event:
+        self.hand_back()
+        self.log.info("loop.run.canceled", reason=reason, new_messages=len(self.new_messages))
+        return self.stamp(Canceled(reason=reason))
+
+    async def events(self) -> AsyncIterator[Event]:
+        started = time.monotonic()
+        self.log.info("loop.run.started", prompts=len(self.prompts), history=len(self.messages))
+        yield self.stamp(AgentStart())
+        yield self.stamp(TurnStart())
+        for prompt in self.prompts:
+            for event in self.commit(prompt):
+                yield event
+        first_turn = True
+        self.pending = self.take_steering()
+        while True:
+            while True:
+                if self.signal.aborted:
+                    yield self.canceled(str(self.signal.reason))
+                    return
+                if not first_turn:
+                    yield self.stamp(TurnStart())
+                first_turn = False
+                for message in self.pending:
+                    for event in self.commit(message):
+                        yield event
+                self.pending = []
+                outcome = TurnOutcome()
+                request, violations = await build_request(
+                    self.messages, self.system_prompt, self.tools, self.config
+                )
+                if request is None:
+                    yield self.stamp(Error(reason="invalid_transcript: " + "; ".join(violations)))
+                    return
+                async for event in stream_turn(
+                    request, self.config, self.signal, self.stamp, outcome
+                ):
+                    yield event
+                if outcome.aborted is not None:
+                    yield self.canceled(outcome.aborted)
+                    return
+                if outcome.error is not None or outcome.message is None:
+                    self.hand_back()
+                    self.log.warning("loop.run.failed", error=outcome.error)
+                    yield self.stamp(
+                        Error(reason=outcome.error or "no answer", partial=outcome.partial)
+                    )
+                    return
+                message = outcome.message
+                if message.stop_reason in ("error", "aborted"):
+                    # The provider refused or cut the answer (e.g. a content filter): like a
+                    # failed attempt it is announced but not committed, and the run fails.
+                    self.hand_back()
+                    yield self.stamp(MessageEnd(message=message))
+                    reason = f"provider_stopped: {message.error_message or message.stop_reason}"
+                    yield self.stamp(Error(reason=reason, partial=message))
+                    return
+                self.messages.append(message)
+                self.new_messages.append(message)
+                yield self.stamp(MessageEnd(message=message))
+                calls = message.tool_calls
+                if not calls:
+                    yield self.stamp(TurnEnd(message=message, tool_results=[]))
+                    self.pending = self.take_steering()
+                    if self.pending:
+                        continue
+                    break
+                results: list[ToolResultMessage] = []
+                batch = ToolBatch(
+                    calls, self.tools, self.config, self.signal, self.stamp, self.take_steering
+                )
+                async for event in batch.run():
+                    yield event
+                for call, result in batch.outcome.results:
+                    result_message = ToolResultMessage(
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        content=result.content,
+                        details=result.details,
+                        is_error=result.is_error,
+                        trust=result.trust,
+                    )
+                    results.append(result_message)
+                    for event in self.commit(result_message):
+                        yield event
+                yield self.stamp(TurnEnd(message=message, tool_results=results))
+                if batch.outcome.aborted is not None:
+                    self.pending = batch.outcome.steering
+                    yield self.canceled(batch.outcome.aborted)
+                    return
+                self.tool_turns += 1
+                self.pending = batch.outcome.steering or self.take_steering()
+                if self.tool_turns >= self.config.max_tool_turns:
+                    self.hand_back()
+                    async for event in self._stop_at_turn_limit():
+                        yield event
+                    return
+            follow_ups = self.take_follow_ups()
+            if not follow_ups:
+                break
+            self.pending = follow_ups
+        self.log.info(
+            "loop.run.finished",
+            new_messages=len(self.new_messages),
+            tool_turns=self.tool_turns,
+            seconds=round(time.monotonic() - started, 4),
+        )
+        yield self.stamp(AgentEnd(new_messages=list(self.new_messages)))
+
+    async def _stop_at_turn_limit(self) -> AsyncIterator[Event]:
+        limit = self.config.max_tool_turns
+        note = AssistantMessage(
+            content=[
+                TextContent(
+                    text=(
+                        f"I stopped after {limit} rounds of tool calls (max_tool_turns={limit}). "
+                        "The tool results above are complete; send a message to continue."
+                    )
+                )
+            ],
+            stop_reason="stop",
+            model=self.config.model.info.model,
+            provider=self.config.model.info.provider,
+        )
+        yield self.stamp(TurnStart())
+        for event in self.commit(note):
+            yield event
+        yield self.stamp(TurnEnd(message=note, tool_results=[]))
+        self.log.warning("loop.run.tool_turn_limit", max_tool_turns=limit)
+        yield self.stamp(AgentEnd(new_messages=list(self.new_messages)))
+
+
+def run(
+    prompts: Sequence[Message],
+    context: AgentContext,
+    config: LoopConfig,
+    signal: AbortSignal | None = None,
+) -> AsyncIterator[Event]:
+    """Run the agent loop: an async generator of events ending with one terminal event.
+
+    `prompts` are appended to `context.messages` and announced; then the model is called,
+    tools run, steering and follow-ups are taken, until the model stops (`AgentEnd` with the
+    run's new messages), a provider error ends it (`Error`), or `signal` is aborted
+    (`Canceled`). Nothing outside the generator is mutated: the caller keeps the transcript
+    from the events (every MessageEnd except those of failed or aborted attempts, whose
+    `stop_reason` is `error` or `aborted`) or from `AgentEnd.new_messages`.
+    """
+    return _Run(prompts, context, config, signal).events()
+
+
+def check_continuable(context: AgentContext) -> None:
+    """Raise ValueError unless a run can continue from `context` (Lemon's rule)."""
+    if not context.messages:
+        raise ValueError("Cannot continue: no messages in context")
+    last = context.messages[-1]
+    if isinstance(last, AssistantMessage):
+        raise ValueError("Cannot continue from message role: assistant")
+
+
+def continue_run(
+    context: AgentContext, config: LoopConfig, signal: AbortSignal | None = None
+) -> AsyncIterator[Event]:
+    """Resume a run from `context` without new prompts.
+
+    Raises:
+        ValueError: "Cannot continue: no messages in context" or "Cannot continue from
+            message role: assistant".
+    """
+    check_continuable(context)
+    return _Run([], context, config, signal).events()

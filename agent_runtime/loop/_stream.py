@@ -1,0 +1,119 @@
+"""Running the loop on a runtime's event loop, into a bounded EventStream."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from agent_runtime._errors import StreamClosed, StreamOverflow
+from agent_runtime.abort import AbortSignal
+from agent_runtime.event_stream import EventStream
+from agent_runtime.events import AgentEnd, Canceled, Error, Event
+from agent_runtime.loop._run import check_continuable, continue_run, run
+from agent_runtime.loop.types import AgentContext, LoopConfig
+from agent_runtime.messages import Message
+
+if TYPE_CHECKING:
+    from agent_runtime.runtime import Runtime
+
+log = structlog.get_logger(__name__)
+
+
+def _prepare(config: LoopConfig, runtime: Runtime) -> LoopConfig:
+    updates: dict[str, Any] = {}
+    if config.runtime is None:
+        updates["runtime"] = runtime
+    if config.run_sync is None:
+        updates["run_sync"] = runtime.tool_tasks.submit
+    return config.model_copy(update=updates) if updates else config
+
+
+def _new_stream(config: LoopConfig, owner: Any) -> EventStream:
+    return EventStream(
+        max_queue=config.stream_max_queue,
+        overflow=config.stream_overflow,  # type: ignore[arg-type]
+        owner=owner,
+        run_id=config.run_id,
+        agent=config.agent,
+    )
+
+
+async def pump(events: AsyncIterator[Event], stream: EventStream, signal: AbortSignal) -> None:
+    """Move a run's events into `stream`, ending it with the run's terminal.
+
+    Backpressure: with a `block` stream the run waits for the reader. If the stream ends
+    first (canceled by its owner, its timeout or a reader), the run is aborted and closed.
+    A crash of the loop ends the stream with `Error("loop_crashed: ...")`.
+    """
+    try:
+        async for event in events:
+            if isinstance(event, AgentEnd):
+                stream.complete(event.new_messages)
+            elif isinstance(event, Error):
+                stream.error(event.reason, event.partial)
+            elif isinstance(event, Canceled):
+                stream.cancel(event.reason)
+            else:
+                await stream.apush(event)
+    except (StreamClosed, StreamOverflow) as exc:
+        signal.abort("stream_closed")
+        log.info("loop.stream.closed_early", reason=type(exc).__name__)
+    except asyncio.CancelledError:
+        signal.abort("task_cancelled")
+        stream.cancel("task_cancelled")
+        raise
+    except Exception as exc:  # a bug in the loop or in a callback of the config
+        log.exception("loop.crashed")
+        stream.error(f"loop_crashed: {type(exc).__name__}: {exc}")
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def stream(
+    prompts: list[Message],
+    context: AgentContext,
+    config: LoopConfig,
+    signal: AbortSignal | None = None,
+    *,
+    runtime: Runtime,
+    event_stream: EventStream | None = None,
+    owner: Any = None,
+) -> EventStream:
+    """Start `run(...)` as a task on the runtime's `loop_tasks` event loop; return its stream.
+
+    Synchronous tools run in the runtime's `tool_tasks` pool. `signal` defaults to a new
+    signal of the runtime's abort table; aborting it cancels the run (DESIGN.md 7). The
+    returned stream is bounded (`config.stream_max_queue`, `config.stream_overflow`).
+    """
+    config = _prepare(config, runtime)
+    signal = signal if signal is not None else runtime.abort_table.new()
+    out = event_stream if event_stream is not None else _new_stream(config, owner)
+    runtime.loop_tasks.submit(pump(run(prompts, context, config, signal), out, signal))
+    return out
+
+
+def stream_continue(
+    context: AgentContext,
+    config: LoopConfig,
+    signal: AbortSignal | None = None,
+    *,
+    runtime: Runtime,
+    event_stream: EventStream | None = None,
+    owner: Any = None,
+) -> EventStream:
+    """`continue_run` on the runtime's event loop, like `stream`.
+
+    Raises:
+        ValueError: the context cannot be continued (no messages, or the last is assistant).
+    """
+    check_continuable(context)
+    config = _prepare(config, runtime)
+    signal = signal if signal is not None else runtime.abort_table.new()
+    out = event_stream if event_stream is not None else _new_stream(config, owner)
+    runtime.loop_tasks.submit(pump(continue_run(context, config, signal), out, signal))
+    return out

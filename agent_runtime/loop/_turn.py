@@ -1,0 +1,178 @@
+"""One model call of a run: stream the answer as events, retrying retryable provider failures."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+from agent_runtime.abort import Aborted, AbortSignal
+from agent_runtime.events import (
+    Event,
+    MessageDelta,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ProviderRetry,
+    ProviderRetryEnd,
+)
+from agent_runtime.llm._abortable import await_abortable
+from agent_runtime.llm.builder import ChatResponseBuilder
+from agent_runtime.llm.errors import LLMError
+from agent_runtime.llm.middleware.retrying import backoff_delay
+from agent_runtime.llm.types import (
+    ChatRequest,
+    StreamChunk,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+)
+from agent_runtime.loop._transcript import validate_transcript
+from agent_runtime.loop.types import LoopConfig
+from agent_runtime.messages import AssistantMessage, Message, TextContent, ThinkingContent
+from agent_runtime.tools import Tool
+
+Stamp = Callable[[Event], Event]
+
+
+@dataclass
+class TurnOutcome:
+    """How a model call ended: an answer to commit, or the run's end (error or abort)."""
+
+    message: AssistantMessage | None = None
+    error: str | None = None
+    partial: AssistantMessage | None = None
+    aborted: str | None = None
+
+
+def is_empty(message: AssistantMessage) -> bool:
+    """An answer with no tool call and no text or thinking worth keeping."""
+    for block in message.content:
+        if isinstance(block, TextContent) and block.text.strip():
+            return False
+        if isinstance(block, ThinkingContent) and (block.thinking.strip() or block.signature):
+            return False
+        if not isinstance(block, TextContent | ThinkingContent):
+            return False
+    return True
+
+
+async def build_request(
+    messages: list[Message], system_prompt: str, tools: Sequence[Tool], config: LoopConfig
+) -> tuple[ChatRequest | None, list[str]]:
+    """The request for the next call, or the transcript violations that forbid the call."""
+    sent = list(messages)
+    if config.transform_context is not None:
+        transformed = config.transform_context(sent)
+        if inspect.isawaitable(transformed):
+            transformed = await transformed
+        sent = list(transformed)
+    if config.convert_to_llm is not None:
+        sent = list(config.convert_to_llm(sent))
+    violations = validate_transcript(sent)
+    if violations:
+        return None, violations
+    request = ChatRequest(
+        messages=sent,
+        system=system_prompt or None,
+        tools=[tool.spec() for tool in tools],
+        tool_choice=config.tool_choice if tools else None,
+        temperature=config.temperature,
+        max_output_tokens=config.max_output_tokens,
+        reasoning=config.reasoning,
+    )
+    return request, []
+
+
+def _delta(chunk: StreamChunk, index: int | None) -> MessageDelta | None:
+    if index is None:
+        return None
+    if isinstance(chunk, TextDelta):
+        return MessageDelta(kind="text", content_index=index, delta=chunk.text)
+    if isinstance(chunk, ThinkingDelta):
+        return MessageDelta(kind="thinking", content_index=index, delta=chunk.text)
+    if isinstance(chunk, ToolCallDelta):
+        return MessageDelta(kind="tool_call", content_index=index, delta=chunk.arguments)
+    return None
+
+
+async def stream_turn(
+    request: ChatRequest,
+    config: LoopConfig,
+    signal: AbortSignal,
+    stamp: Stamp,
+    outcome: TurnOutcome,
+) -> AsyncIterator[Event]:
+    """Call the model, yielding MessageStart/Update/End and retry events; fill `outcome`.
+
+    A failed attempt ends with a MessageEnd of its partial message (stop_reason `error`) and
+    is never committed; its tool calls never run. An abort (of the stream or of a backoff
+    wait) ends with the partial message minus its tool calls (stop_reason `aborted`).
+    """
+    model = config.model
+    policy = config.retry
+    attempt = 0
+    while True:
+        info = model.info
+        builder = ChatResponseBuilder(model=info.model, provider=info.provider)
+        started = False
+        try:
+            async for chunk in model.stream(request, signal=signal):
+                if not started:
+                    started = True
+                    yield stamp(MessageStart(message=builder.snapshot()))
+                delta = _delta(chunk, builder.add(chunk))
+                if delta is not None:
+                    yield stamp(MessageUpdate(message=builder.snapshot(), delta=delta))
+            response = builder.build()
+        except Aborted as abort:
+            partial = builder.snapshot(stop_reason="aborted", with_calls=False)
+            if started:
+                yield stamp(MessageEnd(message=partial))
+            if attempt:
+                yield stamp(ProviderRetryEnd(attempt=attempt, outcome="aborted"))
+            outcome.aborted, outcome.partial = str(abort.reason), partial
+            return
+        except LLMError as error:
+            partial = builder.snapshot(stop_reason="error", with_calls=False, error=str(error))
+            if started:
+                yield stamp(MessageEnd(message=partial))
+            if attempt:
+                yield stamp(ProviderRetryEnd(attempt=attempt, outcome="failed"))
+            if not error.retryable or attempt >= policy.max_retries:
+                outcome.error, outcome.partial = f"{error.code}: {error.message}", partial
+                return
+            attempt += 1
+            delay = backoff_delay(
+                attempt,
+                error,
+                base_delay=policy.base_delay,
+                max_delay=policy.max_delay,
+                max_retry_after=policy.max_retry_after,
+                jitter=policy.jitter,
+            )
+            yield stamp(ProviderRetry(attempt=attempt, delay=delay, error=str(error)))
+            try:
+                await await_abortable(asyncio.sleep(delay), signal)
+            except Aborted as abort:
+                yield stamp(ProviderRetryEnd(attempt=attempt, outcome="aborted"))
+                outcome.aborted = str(abort.reason)
+                return
+            continue
+        if attempt:
+            yield stamp(ProviderRetryEnd(attempt=attempt, outcome="succeeded"))
+        message = response.message
+        if is_empty(message) and message.stop_reason != "length":
+            if not started:
+                yield stamp(MessageStart(message=message))
+            failed = message.model_copy(
+                update={"stop_reason": "error", "error_message": "empty_assistant_response"}
+            )
+            yield stamp(MessageEnd(message=failed))
+            outcome.error, outcome.partial = "empty_assistant_response", failed
+            return
+        if not started:
+            yield stamp(MessageStart(message=message))
+        outcome.message = message
+        return

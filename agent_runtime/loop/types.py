@@ -1,0 +1,79 @@
+"""The loop's inputs: AgentContext (what the model sees), LoopConfig (how a run behaves)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_runtime._key import AgentKey
+from agent_runtime.llm.base import ChatModel
+from agent_runtime.llm.types import ReasoningLevel
+from agent_runtime.messages import Message
+from agent_runtime.tools import Tool
+
+MessagesGetter = Callable[[], list[Message]]
+MessagesTransform = Callable[[list[Message]], "list[Message] | Awaitable[list[Message]]"]
+SyncRunner = Callable[[Callable[[], Any]], "Future[Any]"]
+
+
+class RetryPolicy(BaseModel):
+    """Provider retry: capped exponential backoff with jitter, in seconds (DESIGN.md 7).
+
+    Retry number n waits `min(max_delay, base_delay * 2**(n-1))`, spread by +-`jitter`; a
+    provider's retry-after hint wins when longer, honoured up to `max_retry_after`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_retries: int = Field(3, ge=0)
+    base_delay: float = Field(2.0, ge=0)
+    max_delay: float = Field(30.0, ge=0)
+    max_retry_after: float = Field(120.0, ge=0)
+    jitter: float = Field(0.1, ge=0, lt=1)
+
+
+class AgentContext(BaseModel):
+    """What a run starts from: the system prompt, the transcript so far and the tools."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    system_prompt: str = ""
+    messages: list[Message] = Field(default_factory=list)
+    tools: Sequence[Tool] = Field(default_factory=list)
+
+
+class LoopConfig(BaseModel):
+    """How a run behaves. Callables are called on the loop's event-loop thread and must not
+    block: `get_steering_messages` / `get_follow_up_messages` return (and consume) queued
+    messages, `convert_to_llm` filters what the model sees, `transform_context` (sync or
+    async) rewrites the transcript before each call (e.g. truncation), and
+    `on_undelivered_steering` receives steering messages the run took but could not deliver
+    (abort, tool-turn limit), so the owner can queue them again.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    model: ChatModel
+    max_tool_concurrency: int = Field(8, ge=1)
+    max_tool_turns: int = Field(25, ge=1)
+    tool_timeout: float | None = Field(None, gt=0)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    abort_grace: float = Field(0.25, ge=0)
+    get_steering_messages: MessagesGetter | None = None
+    get_follow_up_messages: MessagesGetter | None = None
+    convert_to_llm: Callable[[list[Message]], list[Message]] | None = None
+    transform_context: MessagesTransform | None = None
+    on_undelivered_steering: Callable[[list[Message]], None] | None = None
+    temperature: float | None = Field(None, ge=0)
+    max_output_tokens: int | None = Field(None, ge=1)
+    reasoning: ReasoningLevel | None = None
+    tool_choice: str | None = None
+    run_id: str = ""
+    agent: AgentKey | None = None
+    runtime: Any = None
+    run_sync: SyncRunner | None = None
+    stream_max_queue: int = Field(10_000, ge=1)
+    stream_overflow: str = "block"

@@ -1,0 +1,512 @@
+"""The stateless loop: event order, tool batches, steering, follow-ups, retry, abort, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from agent_runtime.abort import AbortSignal
+from agent_runtime.events import (
+    AgentEnd,
+    Canceled,
+    Error,
+    MessageEnd,
+    MessageUpdate,
+    ProviderRetry,
+    ProviderRetryEnd,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+)
+from agent_runtime.llm import AuthenticationError, ProviderError, RateLimitError
+from agent_runtime.loop import (
+    AgentContext,
+    LoopConfig,
+    RetryPolicy,
+    continue_run,
+    validate_transcript,
+)
+from agent_runtime.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from agent_runtime.testing import ScriptedModel, ScriptedTurn
+from agent_runtime.tools import ToolContext, tool
+from tests.agent_runtime.loop.helpers import (
+    call,
+    calls_turn,
+    committed,
+    drive,
+    names,
+    results_of,
+)
+
+FAST_RETRY = RetryPolicy(base_delay=0.001, max_delay=0.01, jitter=0.0)
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+def test_text_only_run_emits_events_in_contract_order() -> None:
+    events = drive(ScriptedModel([ScriptedTurn(chunks=["Hel", "lo"])]))
+    assert names(events) == [
+        "AgentStart",
+        "TurnStart",
+        "MessageStart",
+        "MessageEnd",
+        "MessageStart",
+        "MessageUpdate",
+        "MessageUpdate",
+        "MessageEnd",
+        "TurnEnd",
+        "AgentEnd",
+    ]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    end = events[-1]
+    assert isinstance(end, AgentEnd)
+    assert [type(m).__name__ for m in end.new_messages] == ["UserMessage", "AssistantMessage"]
+    deltas = [e.delta.delta for e in events if isinstance(e, MessageUpdate)]
+    assert deltas == ["Hel", "lo"]
+
+
+def test_tool_turn_pairs_every_call_and_reports_results_in_turn_end() -> None:
+    model = ScriptedModel([calls_turn(call("c1", "echo", text="a")), "done"])
+    events = drive(model, [echo])
+    kinds = names(events)
+    assert (
+        kinds.index("ToolExecutionStart") < kinds.index("ToolExecutionEnd") < kinds.index("TurnEnd")
+    )
+    turn_end = next(e for e in events if isinstance(e, TurnEnd))
+    assert [r.tool_call_id for r in turn_end.tool_results] == ["c1"]
+    assert turn_end.tool_results[0].text == "a"
+    assert not validate_transcript(committed(events))
+    second_request = model.requests[1]
+    assert isinstance(second_request.messages[-1], ToolResultMessage)
+
+
+def test_tools_run_sequentially_by_default() -> None:
+    active = []
+    peak = []
+    lock = threading.Lock()
+
+    @tool
+    def slow(n: int) -> int:
+        """Slow."""
+        with lock:
+            active.append(n)
+            peak.append(len(active))
+        time.sleep(0.02)
+        with lock:
+            active.remove(n)
+        return n
+
+    model = ScriptedModel([calls_turn(*(call(f"c{i}", "slow", n=i) for i in range(3))), "ok"])
+    events = drive(model, [slow])
+    assert max(peak) == 1
+    assert [r.tool_call_id for r in results_of(events)] == ["c0", "c1", "c2"]
+
+
+def test_contiguous_parallel_safe_calls_run_together_up_to_the_limit() -> None:
+    barrier_hits = []
+    lock = threading.Lock()
+    active = [0]
+    peak = [0]
+
+    @tool(parallel_safe=True)
+    def fetch(n: int) -> int:
+        """Fetch."""
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.05)
+        with lock:
+            active[0] -= 1
+            barrier_hits.append(n)
+        return n
+
+    calls = [call(f"c{i}", "fetch", n=i) for i in range(5)]
+    events = drive(ScriptedModel([calls_turn(*calls), "ok"]), [fetch], max_tool_concurrency=3)
+    assert peak[0] == 3
+    assert [r.tool_call_id for r in results_of(events)] == [f"c{i}" for i in range(5)]
+
+
+def test_a_sequential_call_is_a_barrier_between_parallel_groups() -> None:
+    order: list[str] = []
+    lock = threading.Lock()
+
+    @tool(parallel_safe=True)
+    def read(name: str) -> str:
+        """Read."""
+        time.sleep(0.02)
+        with lock:
+            order.append(f"read:{name}")
+        return name
+
+    @tool
+    def write(name: str) -> str:
+        """Write."""
+        with lock:
+            order.append(f"write:{name}")
+        return name
+
+    calls = [call("a", "read", name="a"), call("b", "read", name="b"), call("w", "write", name="w")]
+    calls.append(call("c", "read", name="c"))
+    drive(ScriptedModel([calls_turn(*calls), "ok"]), [read, write])
+    assert order.index("write:w") == 2
+    assert set(order[:2]) == {"read:a", "read:b"} and order[3] == "read:c"
+
+
+def test_steering_skips_the_rest_of_the_batch_and_enters_before_the_next_call() -> None:
+    queue: list[Message] = []
+
+    @tool
+    def step(n: int) -> int:
+        """Step."""
+        if n == 0:
+            queue.append(UserMessage(content="change of plan"))
+        return n
+
+    def steering() -> list[Message]:
+        taken = list(queue)
+        queue.clear()
+        return taken
+
+    calls = [call(f"c{i}", "step", n=i) for i in range(3)]
+    model = ScriptedModel([calls_turn(*calls), "ok"])
+    events = drive(model, [step], get_steering_messages=steering)
+    results = results_of(events)
+    assert [r.tool_call_id for r in results] == ["c0", "c1", "c2"]
+    assert not results[0].is_error
+    assert [r.details["outcome"] for r in results[1:]] == ["skipped", "skipped"]  # type: ignore[index]
+    assert [e.tool_call_id for e in events if isinstance(e, ToolExecutionStart)] == ["c0"]
+    sent = model.requests[1].messages
+    assert isinstance(sent[-1], UserMessage) and sent[-1].text == "change of plan"
+    assert not validate_transcript(committed(events))
+
+
+def test_steering_after_a_text_only_turn_calls_the_model_again() -> None:
+    queue: list[Message] = [UserMessage(content="one more thing")]
+    delivered = {"done": False}
+
+    def steering() -> list[Message]:
+        if delivered["done"]:
+            return []
+        delivered["done"] = True
+        return list(queue)
+
+    model = ScriptedModel(["first", "second"])
+    events = drive(model, get_steering_messages=steering)
+    # Lemon polls steering once before the first call too; the message goes there.
+    assert model.call_count == 1 or model.requests[1].messages[-1].text == "one more thing"  # type: ignore[union-attr]
+    assert isinstance(events[-1], AgentEnd)
+
+
+def test_follow_ups_start_a_new_turn_when_the_agent_would_stop() -> None:
+    follow = [UserMessage(content="and then?")]
+
+    def follow_ups() -> list[Message]:
+        taken = list(follow)
+        follow.clear()
+        return taken
+
+    model = ScriptedModel(["first", "second"])
+    events = drive(model, get_follow_up_messages=follow_ups)
+    assert model.call_count == 2
+    assert names(events).count("TurnStart") == 2
+    end = events[-1]
+    assert isinstance(end, AgentEnd)
+    assert [m.text for m in end.new_messages] == ["go", "first", "and then?", "second"]  # type: ignore[union-attr]
+
+
+def test_retryable_failure_is_retried_and_never_committed() -> None:
+    model = ScriptedModel(
+        [
+            ScriptedTurn(
+                text="par",
+                tool_calls=[call("x", "echo", text="never")],
+                error=ProviderError("boom"),
+            ),
+            "ok",
+        ]
+    )
+    events = drive(model, [echo], retry=FAST_RETRY)
+    assert isinstance(events[-1], AgentEnd)
+    retry = next(e for e in events if isinstance(e, ProviderRetry))
+    retry_end = next(e for e in events if isinstance(e, ProviderRetryEnd))
+    assert retry.attempt == 1 and retry_end.outcome == "succeeded"
+    assert names(events).index("ProviderRetry") < names(events).index("ProviderRetryEnd")
+    assert not any(isinstance(e, ToolExecutionStart) for e in events)
+    assert [m.text for m in events[-1].new_messages] == ["go", "ok"]  # type: ignore[union-attr]
+
+
+def test_retry_after_hint_is_honoured_up_to_the_cap() -> None:
+    model = ScriptedModel([ScriptedTurn(error=RateLimitError("slow", retry_after=0.05)), "ok"])
+    events = drive(model, retry=RetryPolicy(base_delay=0.0, jitter=0.0, max_retry_after=0.01))
+    retry = next(e for e in events if isinstance(e, ProviderRetry))
+    assert retry.delay == pytest.approx(0.01)
+
+
+def test_exhausted_retries_end_with_error() -> None:
+    model = ScriptedModel([ScriptedTurn(error=ProviderError(f"e{i}")) for i in range(3)])
+    events = drive(model, retry=RetryPolicy(max_retries=2, base_delay=0.0, jitter=0.0))
+    assert isinstance(events[-1], Error) and "e2" in events[-1].reason
+    assert [e.outcome for e in events if isinstance(e, ProviderRetryEnd)] == ["failed", "failed"]
+
+
+def test_auth_errors_are_not_retried() -> None:
+    model = ScriptedModel([ScriptedTurn(error=AuthenticationError("bad key")), "never"])
+    events = drive(model, retry=FAST_RETRY)
+    assert isinstance(events[-1], Error) and events[-1].reason.startswith("authentication_failed")
+    assert model.call_count == 1
+
+
+def test_an_empty_reply_is_an_error() -> None:
+    events = drive(ScriptedModel([ScriptedTurn(text="")]))
+    assert isinstance(events[-1], Error) and events[-1].reason == "empty_assistant_response"
+
+
+def test_an_invalid_transcript_is_refused_before_the_provider_is_called() -> None:
+    model = ScriptedModel(["never"])
+    broken = [UserMessage(content="q"), AssistantMessage(content=[call("dangling", "echo")])]
+    events = drive(model, history=broken, prompt="")
+    assert isinstance(events[-1], Error)
+    assert "invalid_transcript" in events[-1].reason and "dangling" in events[-1].reason
+    assert model.call_count == 0
+
+
+def test_max_tool_turns_ends_with_an_explanation_and_hands_back_steering() -> None:
+    handed: list[Message] = []
+    turns = [calls_turn(call(f"c{i}", "echo", text=str(i))) for i in range(5)]
+    queue = [UserMessage(content="late steer")]
+
+    def steering() -> list[Message]:
+        if len(results_seen) < 2:
+            return []
+        taken = list(queue)
+        queue.clear()
+        return taken
+
+    results_seen: list[int] = []
+
+    @tool
+    def echo2(text: str) -> str:
+        """Echo."""
+        results_seen.append(1)
+        return text
+
+    turns = [calls_turn(call(f"c{i}", "echo2", text=str(i))) for i in range(5)]
+    model = ScriptedModel(turns)
+    events = drive(
+        model,
+        [echo2],
+        max_tool_turns=2,
+        get_steering_messages=steering,
+        on_undelivered_steering=handed.extend,
+    )
+    end = events[-1]
+    assert isinstance(end, AgentEnd)
+    last = end.new_messages[-1]
+    assert isinstance(last, AssistantMessage) and "max_tool_turns=2" in last.text
+    assert model.call_count == 2
+    assert [m.text for m in handed] == ["late steer"]  # type: ignore[attr-defined]
+    assert not validate_transcript(end.new_messages)
+
+
+def test_tool_updates_become_execution_update_events() -> None:
+    @tool
+    def progress(ctx: ToolContext) -> str:
+        """Progress."""
+        ctx.update("half")
+        ctx.update("most")
+        return "all"
+
+    events = drive(ScriptedModel([calls_turn(call("p", "progress")), "ok"]), [progress])
+    updates = [e for e in events if isinstance(e, ToolExecutionUpdate)]
+    assert [u.partial.content[0].text for u in updates] == ["half", "most"]  # type: ignore[union-attr]
+    kinds = names(events)
+    assert (
+        kinds.index("ToolExecutionStart")
+        < kinds.index("ToolExecutionUpdate")
+        < kinds.index("ToolExecutionEnd")
+    )
+
+
+def test_continue_run_refuses_an_empty_or_assistant_ending_context() -> None:
+    config = LoopConfig(model=ScriptedModel([]))
+    with pytest.raises(ValueError, match="Cannot continue: no messages in context"):
+        continue_run(AgentContext(), config)
+    ctx = AgentContext(messages=[UserMessage(content="q"), AssistantMessage(content=[])])
+    with pytest.raises(ValueError, match="Cannot continue from message role: assistant"):
+        continue_run(ctx, config)
+
+
+def test_continue_run_answers_a_context_ending_in_tool_results() -> None:
+    history: list[Message] = [
+        UserMessage(content="q"),
+        AssistantMessage(content=[call("c1", "echo", text="x")], stop_reason="tool_use"),
+        ToolResultMessage(tool_call_id="c1", tool_name="echo"),
+    ]
+    model = ScriptedModel(["answer"])
+    config = LoopConfig(model=model)
+
+    async def collect() -> list[object]:
+        return [e async for e in continue_run(AgentContext(messages=history, tools=[echo]), config)]
+
+    events = asyncio.run(collect())
+    assert isinstance(events[-1], AgentEnd)
+    assert [m.text for m in events[-1].new_messages] == ["answer"]  # type: ignore[union-attr]
+
+
+# -- abort ---------------------------------------------------------------------------------------
+
+
+def test_abort_closes_a_hung_provider_stream_within_200ms() -> None:
+    model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=30.0)])
+    signal = AbortSignal()
+    marks: dict[str, float] = {}
+
+    def abort_soon(event: object) -> bool:
+        if isinstance(event, MessageUpdate) and "abort" not in marks:
+            marks["abort"] = time.monotonic()
+            threading.Timer(0.01, signal.abort, args=("user_abort",)).start()
+        return False
+
+    events = drive(model, signal=signal, abort_when=abort_soon)
+    elapsed = time.monotonic() - marks["abort"]
+    assert isinstance(events[-1], Canceled) and events[-1].reason == "user_abort"
+    assert elapsed < 0.01 + 0.2
+    aborted = [e.message for e in events if isinstance(e, MessageEnd)][-1]
+    assert isinstance(aborted, AssistantMessage) and aborted.stop_reason == "aborted"
+
+
+def test_abort_removes_incomplete_tool_calls_from_the_aborted_message() -> None:
+    turn = ScriptedTurn(
+        text="let me",
+        tool_calls=[call("c1", "echo", text="x")],
+        chunks=["let", " me"],
+        chunk_delay=30.0,
+    )
+    signal = AbortSignal()
+    events = drive(
+        ScriptedModel([turn]),
+        [echo],
+        signal=signal,
+        abort_when=lambda e: isinstance(e, MessageUpdate),
+    )
+    aborted = [e.message for e in events if isinstance(e, MessageEnd)][-1]
+    assert isinstance(aborted, AssistantMessage) and aborted.tool_calls == []
+    assert isinstance(events[-1], Canceled)
+    assert not validate_transcript(committed(events))
+
+
+def test_a_tool_that_ignores_abort_is_abandoned_after_the_grace() -> None:
+    release = threading.Event()
+
+    @tool
+    def stubborn(ctx: ToolContext) -> str:
+        """Ignores the signal."""
+        ctx.update("working")
+        release.wait(10)
+        return "late"
+
+    model = ScriptedModel([calls_turn(call("s", "stubborn"), call("n", "echo", text="never"))])
+    signal = AbortSignal()
+    marks: dict[str, float] = {}
+
+    def abort_on_update(event: object) -> bool:
+        if isinstance(event, ToolExecutionUpdate):
+            marks["abort"] = time.monotonic()
+            return True
+        return False
+
+    try:
+        events = drive(
+            model, [stubborn, echo], signal=signal, abort_when=abort_on_update, abort_grace=0.1
+        )
+    finally:
+        release.set()
+    elapsed = time.monotonic() - marks["abort"]
+    assert elapsed < 0.1 + 0.2
+    results = {r.tool_call_id: r for r in results_of(events)}
+    assert (
+        results["s"].details["cancelled"] is True and results["s"].details["outcome"] == "unknown"
+    )  # type: ignore[index]
+    assert "working" in results["s"].text
+    assert results["n"].details["outcome"] == "not_started"  # type: ignore[index]
+    assert isinstance(events[-1], Canceled)
+    kinds = names(events)
+    assert kinds.index("TurnEnd") < kinds.index("Canceled")
+    assert not validate_transcript(committed(events))
+
+
+def test_a_cooperative_tool_finishes_within_the_grace_and_keeps_its_result() -> None:
+    @tool
+    def polite(ctx: ToolContext) -> str:
+        """Stops on abort."""
+        ctx.update("started")
+        ctx.signal.wait(10)
+        return "stopped cleanly"
+
+    events = drive(
+        ScriptedModel([calls_turn(call("p", "polite"))]),
+        [polite],
+        abort_when=lambda e: isinstance(e, ToolExecutionUpdate),
+        abort_grace=2.0,
+    )
+    (result,) = results_of(events)
+    assert result.text == "stopped cleanly" and not result.is_error
+    assert isinstance(events[-1], Canceled)
+
+
+def test_abort_during_retry_backoff_ends_at_once() -> None:
+    model = ScriptedModel([ScriptedTurn(error=ProviderError("down")), "never"])
+    signal = AbortSignal()
+    started = time.monotonic()
+    events = drive(
+        model,
+        signal=signal,
+        retry=RetryPolicy(base_delay=30.0, jitter=0.0),
+        abort_when=lambda e: isinstance(e, ProviderRetry),
+    )
+    assert time.monotonic() - started < 1.0
+    assert [e.outcome for e in events if isinstance(e, ProviderRetryEnd)] == ["aborted"]
+    assert isinstance(events[-1], Canceled)
+    assert model.call_count == 1
+
+
+def test_steering_taken_but_not_delivered_is_handed_back_on_abort() -> None:
+    handed: list[Message] = []
+    signal = AbortSignal()
+    polls = {"n": 0}
+
+    def steering() -> list[Message]:
+        polls["n"] += 1
+        if polls["n"] == 2:  # after the text-only turn: taken, then the abort arrives
+            signal.abort("user_abort")
+            return [UserMessage(content="steer")]
+        return []
+
+    model = ScriptedModel(["first", "never"])
+    events = drive(
+        model, signal=signal, get_steering_messages=steering, on_undelivered_steering=handed.extend
+    )
+    assert isinstance(events[-1], Canceled)
+    assert [m.text for m in handed] == ["steer"]  # type: ignore[attr-defined]
+    assert model.call_count == 1
+
+
+def test_every_started_call_has_one_end_event() -> None:
+    @tool(parallel_safe=True)
+    def work(n: int) -> int:
+        """Work."""
+        return n
+
+    calls = [call(f"c{i}", "work", n=i) for i in range(6)]
+    events = drive(ScriptedModel([calls_turn(*calls), "ok"]), [work], max_tool_concurrency=4)
+    starts = [e.tool_call_id for e in events if isinstance(e, ToolExecutionStart)]
+    ends = [e.tool_call_id for e in events if isinstance(e, ToolExecutionEnd)]
+    assert sorted(starts) == sorted(ends) == sorted(c.id for c in calls)

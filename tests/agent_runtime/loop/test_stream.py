@@ -1,0 +1,148 @@
+"""loop.stream: runs on the runtime's event loop into a bounded EventStream."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from agent_runtime import RunCanceled, RunFailed, Runtime
+from agent_runtime.abort import AbortSignal
+from agent_runtime.config import RuntimeConfig
+from agent_runtime.events import AgentEnd, Canceled, MessageUpdate, ToolExecutionEnd
+from agent_runtime.loop import AgentContext, LoopConfig, stream, stream_continue
+from agent_runtime.messages import AssistantMessage, ToolResultMessage, UserMessage
+from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.tools import tool
+from tests.agent_runtime.loop.helpers import call, calls_turn
+
+
+@pytest.fixture(scope="module")
+def runtime() -> Iterator[Runtime]:
+    with Runtime.start(RuntimeConfig()) as rt:
+        yield rt
+
+
+def test_run_happens_on_the_loop_thread_and_sync_tools_in_the_tool_pool(runtime: Runtime) -> None:
+    threads: dict[str, str] = {}
+
+    @tool
+    def where() -> str:
+        """Where am I."""
+        threads["tool"] = threading.current_thread().name
+        return "here"
+
+    model = ScriptedModel([calls_turn(call("w", "where")), "done"])
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(tools=[where]),
+        LoopConfig(model=model),
+        runtime=runtime,
+    )
+    messages = out.result(timeout=5)
+    assert [type(m).__name__ for m in messages] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "AssistantMessage",
+    ]
+    assert threads["tool"].startswith(f"{runtime.name}.tool_tasks")
+
+
+def test_the_stream_yields_events_then_the_terminal(runtime: Runtime) -> None:
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(model=ScriptedModel([ScriptedTurn(chunks=["a", "b"])])),
+        runtime=runtime,
+    )
+    events = list(out)
+    assert isinstance(events[-1], AgentEnd)
+    assert sum(isinstance(e, MessageUpdate) for e in events) == 2
+
+
+def test_a_crash_in_the_loop_ends_the_stream_with_loop_crashed(runtime: Runtime) -> None:
+    def broken_getter() -> list[object]:
+        raise RuntimeError("getter bug")
+
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(model=ScriptedModel(["x"]), get_steering_messages=broken_getter),  # type: ignore[arg-type]
+        runtime=runtime,
+    )
+    with pytest.raises(RunFailed) as info:
+        out.result(timeout=5)
+    assert info.value.reason.startswith("loop_crashed: RuntimeError: getter bug")
+
+
+def test_abort_through_the_signal_cancels_the_stream(runtime: Runtime) -> None:
+    signal = runtime.abort_table.new()
+    model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=30.0)])
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(model=model),
+        signal,
+        runtime=runtime,
+    )
+    wait_until(lambda: model.call_count == 1)
+    signal.abort("user_abort")
+    with pytest.raises(RunCanceled) as info:
+        out.result(timeout=2)
+    assert info.value.reason == "user_abort"
+
+
+def test_a_stream_canceled_by_its_reader_aborts_the_run(runtime: Runtime) -> None:
+    signal = AbortSignal()
+    release = threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Slow."""
+        release.wait(5)
+        return "x"
+
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(tools=[slow]),
+        LoopConfig(model=ScriptedModel([calls_turn(call("s", "slow")), "never"])),
+        signal,
+        runtime=runtime,
+    )
+    out.cancel("reader_gone")
+    release.set()
+    wait_until(lambda: signal.aborted, timeout=5)
+    assert signal.reason == "stream_closed"
+    assert isinstance(list(out)[-1], Canceled)
+
+
+def test_stream_continue_resumes_after_tool_results(runtime: Runtime) -> None:
+    history = [
+        UserMessage(content="q"),
+        AssistantMessage(content=[call("c", "t")], stop_reason="tool_use"),
+        ToolResultMessage(tool_call_id="c", tool_name="t"),
+    ]
+    out = stream_continue(
+        AgentContext(messages=history),
+        LoopConfig(model=ScriptedModel(["resumed"])),
+        runtime=runtime,
+    )
+    assert [m.text for m in out.result(timeout=5)] == ["resumed"]  # type: ignore[union-attr]
+
+
+def test_backpressure_a_block_stream_holds_the_run_until_read(runtime: Runtime) -> None:
+    chunks = [str(i) for i in range(50)]
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(model=ScriptedModel([ScriptedTurn(chunks=chunks)]), stream_max_queue=4),
+        runtime=runtime,
+    )
+    wait_until(lambda: out.stats().queue_size == 4)
+    assert not out.done
+    events = list(out)
+    assert isinstance(events[-1], AgentEnd)
+    assert out.stats().dropped == 0
+    assert not any(isinstance(e, ToolExecutionEnd) for e in events)
