@@ -4,8 +4,11 @@ This module is the whole public surface; see DESIGN.md for the contract.
 """
 
 from agent_runtime._errors import (
+    AgentBusy,
     AgentRuntimeError,
+    AgentStopped,
     AlreadyRegistered,
+    CannotContinue,
     ConfigError,
     RunCanceled,
     RunFailed,
@@ -13,7 +16,9 @@ from agent_runtime._errors import (
     StreamOverflow,
 )
 from agent_runtime._key import AgentKey
+from agent_runtime._subscription import Subscription
 from agent_runtime.abort import Aborted, AbortSignal, AbortTable
+from agent_runtime.agent import Agent, AgentState, RunResult
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.event_stream import EventStream, StreamStats
 from agent_runtime.events import (
@@ -67,6 +72,13 @@ from agent_runtime.tools import (
 )
 
 __all__ = [
+    "Agent",
+    "AgentBusy",
+    "AgentState",
+    "AgentStopped",
+    "CannotContinue",
+    "RunResult",
+    "Subscription",
     "AgentContext",
     "LoopConfig",
     "RetryPolicy",

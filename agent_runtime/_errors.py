@@ -59,3 +59,32 @@ class RunCanceled(AgentRuntimeError):
 
 class ConfigError(AgentRuntimeError, ValueError):
     """The configuration is invalid; the message names each bad key, its value and its source."""
+
+
+class AgentBusy(AgentRuntimeError):
+    """The agent is already running; steer it, queue a follow-up, or wait for it to be idle.
+
+    Attributes:
+        run_id: the run in progress.
+    """
+
+    def __init__(self, key: Any, run_id: str) -> None:
+        super().__init__(f"agent {tuple(key)!r} is busy with run {run_id!r}")
+        self.key = key
+        self.run_id = run_id
+
+
+class CannotContinue(AgentRuntimeError):
+    """`continue_run()` needs a history whose last message is not from the assistant."""
+
+
+class AgentStopped(AgentRuntimeError):
+    """The agent was stopped; it takes no more calls.
+
+    Attributes:
+        key: the stopped agent's key.
+    """
+
+    def __init__(self, key: Any) -> None:
+        super().__init__(f"agent {tuple(key)!r} is stopped")
+        self.key = key

@@ -27,12 +27,13 @@ from agent_runtime.events import (
     Event,
     EventsDropped,
     Terminal,
-    is_terminal,
 )
 from agent_runtime.messages import AssistantMessage, Message
 
 if TYPE_CHECKING:
     import pykka
+
+    from agent_runtime._subscription import Subscription
 
 __all__ = [
     "EventStream",
@@ -75,6 +76,10 @@ class EventStream:
       (the ref of a `supervisors.SupervisedActor`) exits for any reason before the end, the stream
       is canceled with reason `"owner_down"`.
 
+    `multi_run=True` makes a stream that outlives runs (a subscription): the terminal events
+    of runs (`AgentEnd`, `Error`, `Canceled`) are pushed as ordinary events, and only the
+    stream's own end (`complete`/`error`/`cancel`) stops its readers.
+
     Raises:
         ValueError: `max_queue < 1`, an unknown `overflow` policy, a `timeout <= 0` or an
             invalid `agent` key.
@@ -90,6 +95,7 @@ class EventStream:
         owner: pykka.ActorRef[Any] | None = None,
         run_id: str = "",
         agent: AgentKey | None = None,
+        multi_run: bool = False,
     ) -> None:
         if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
             raise ValueError(f"invalid max_queue {max_queue!r} (expected an int >= 1)")
@@ -114,6 +120,7 @@ class EventStream:
         self._terminal: Terminal | None = None
         self._pulled_end = False
         self._max_seq = 0
+        self._multi_run = multi_run
         self._watchdog = Watchdog()
         self._watchdog.arm(self, timeout, owner)
 
@@ -171,7 +178,7 @@ class EventStream:
             StreamClosed: the stream has ended (also raised in a pusher blocked when it ends).
             ValueError: `event` is a terminal event, or `timeout < 0`.
         """
-        _check_pushable(event)
+        self._check_pushable(event)
         deadline = deadline_after(timeout, "push timeout")
         with self._lock:
             while (accepted := self._offer_locked(event, self._overflow)) is None:
@@ -187,7 +194,7 @@ class EventStream:
         Raises:
             StreamOverflow, StreamClosed, ValueError: as `push`.
         """
-        _check_pushable(event)
+        self._check_pushable(event)
         deadline = deadline_after(timeout, "push timeout")
         while True:
             with self._lock:
@@ -211,12 +218,16 @@ class EventStream:
         Raises:
             ValueError: `event` is a terminal event (a programming error, not overflow).
         """
-        _check_pushable(event)
+        self._check_pushable(event)
         policy: OverflowPolicy = "drop_oldest" if self._overflow == "drop_oldest" else "drop_newest"
         with self._lock:
             if self._terminal is not None:
                 return False
             return bool(self._offer_locked(event, policy))
+
+    def _check_pushable(self, event: Event) -> None:
+        if not self._multi_run:
+            _check_pushable(event)
 
     def _offer_locked(self, event: Event, policy: OverflowPolicy) -> bool | None:
         """Apply `policy`: True queued, False discarded, None must wait for space."""
@@ -306,7 +317,7 @@ class EventStream:
             if marker is not None:
                 yield marker
             yield item
-            if is_terminal(item):
+            if item is self._terminal:
                 return
 
     async def __aiter__(self) -> AsyncIterator[Event]:
@@ -323,7 +334,7 @@ class EventStream:
             if marker is not None:
                 yield marker
             yield item
-            if is_terminal(item):
+            if item is self._terminal:
                 return
 
     def pull_many(self, max_items: int = 256, timeout: float | None = None) -> list[Event]:
@@ -349,7 +360,7 @@ class EventStream:
                         out.append(marker)
                     out.append(item)
                     count += 1
-                    if is_terminal(item):
+                    if item is self._terminal:
                         self._pulled_end = True
                         break
                 left = remaining(deadline)
@@ -414,3 +425,15 @@ def _check_pushable(event: Event) -> None:
             f"{type(event).__name__} is a terminal event; end the stream with"
             " complete(), error() or cancel()"
         )
+
+
+def __getattr__(name: str) -> Any:
+    # Subscription builds on EventStream, so it lives beside it and is imported lazily here.
+    if name == "Subscription":
+        from agent_runtime._subscription import Subscription
+
+        return Subscription
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ += ["Subscription"]

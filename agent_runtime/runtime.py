@@ -8,16 +8,18 @@ import os
 import threading
 import time
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
 import structlog
 
 from agent_runtime._holder import TableOwner
+from agent_runtime._subagents import Subagents
 from agent_runtime.abort import AbortTable
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.telemetry import configure_logging
+from agent_runtime.tools import ToolRegistry
 from supervisors import (
     AsyncTaskSupervisor,
     ChildSpec,
@@ -26,6 +28,10 @@ from supervisors import (
     SupervisorStopped,
     TaskSupervisor,
 )
+
+if TYPE_CHECKING:
+    from agent_runtime._key import AgentKey
+    from agent_runtime.agent import Agent
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +63,8 @@ class Runtime:
         self._tool_tasks: TaskSupervisor | None = None
         self._supervisor: Supervisor | None = None
         self._stopped = False
+        self.tools = ToolRegistry()
+        self.subagents = Subagents(self)
 
     @classmethod
     def start(
@@ -170,6 +178,17 @@ class Runtime:
         """True until `stop()` or until the root supervisor gave up."""
         return not self._stopped and self.supervisor.alive
 
+    # -- agents ---------------------------------------------------------------------------------
+
+    def start_agent(self, key: AgentKey | tuple[str, str, int], **agent_options: Any) -> Agent:
+        """Start an agent under `key` (same as `runtime.subagents.start`).
+
+        Raises:
+            AlreadyRegistered: a live agent holds the key.
+            TypeError: an unknown option (named); ValueError: an invalid key or value.
+        """
+        return self.subagents.start(key, **agent_options)
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -186,9 +205,14 @@ class Runtime:
                 return
             self._stopped = True
         started = time.monotonic()
+        deadline = started + timeout
         aborted = self.abort_table.abort_all("runtime_stopped")
+        # Let aborted runs pair their tool calls (abort grace) before their loop goes away.
+        for agent in self.subagents.list():
+            with contextlib.suppress(TimeoutError):
+                agent.wait_for_idle(max(deadline - time.monotonic(), 0.0))
         with contextlib.suppress(SupervisorStopped):  # the root already gave up
-            self.supervisor.stop(timeout=timeout)
+            self.supervisor.stop(timeout=max(deadline - time.monotonic(), 0.1))
         log.info(
             "runtime.stopped",
             runtime=self.name,

@@ -44,7 +44,9 @@ def start_child(spec: ChildSpec) -> pykka.ActorRef[Any]:
         kill(ref, "on_start timed out")
         raise ChildStartError(spec.id, f"on_start did not finish within {START_TIMEOUT}s")
     if not ref.is_alive():
-        raise ChildStartError(spec.id, f"on_start failed: {exit_reason(ref)}")
+        reason = exit_reason(ref)
+        cause = reason.exception if reason is not None else None
+        raise ChildStartError(spec.id, f"on_start failed: {reason}") from cause
     return ref
 
 

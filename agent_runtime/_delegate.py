@@ -1,0 +1,96 @@
+"""`delegate(...)`: a tool through which a model hands a task to a subagent by role."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from agent_runtime._errors import AgentBusy, RunCanceled, RunFailed
+from agent_runtime.messages import TextContent, ToolResult
+from agent_runtime.tools import Tool, ToolContext
+
+
+def delegate(
+    roles: Sequence[str] | None = None,
+    *,
+    name: str = "delegate",
+    description: str | None = None,
+    timeout: float | None = None,
+    **subagent_options: Any,
+) -> Tool:
+    """A tool that runs `task` on a subagent of `role` and returns its final text.
+
+    The subagent is an idle subagent of that role already spawned by the calling agent, or a
+    new one started with `ToolContext.spawn(role, **subagent_options)` (same session, next
+    free index, stopped with its parent). Its events reach the caller's subscribers tagged
+    with its own key; aborting the caller aborts it. `roles` limits which roles may be asked
+    for (None: any). Failures come back as error results the model can read.
+    """
+    allowed = list(roles) if roles is not None else None
+    what = f"One of: {', '.join(allowed)}." if allowed else "Any role name, e.g. 'research'."
+
+    async def run_delegate(
+        role: Annotated[str, Field(description=f"Which kind of subagent to ask. {what}")],
+        task: Annotated[
+            str, Field(description="The task, stated completely: it is all the subagent sees.")
+        ],
+        ctx: ToolContext,
+    ) -> ToolResult:
+        if allowed is not None and role not in allowed:
+            return _error(f"unknown role {role!r}; choose one of: {', '.join(allowed)}")
+        runtime = ctx.runtime
+        if runtime is None or ctx.agent_key is None:
+            return _error("delegate needs to run inside an agent of a runtime")
+        parent = runtime.registry.lookup(ctx.agent_key)
+        subagent = _idle_child(parent, role)
+        if subagent is None:
+            # Starting an actor blocks briefly on its supervisor: keep that off the event loop.
+            future = runtime.tool_tasks.submit(ctx.spawn, role, **subagent_options)
+            subagent = await asyncio.wrap_future(future)
+        remove = ctx.signal.on_abort(lambda s: subagent.abort(f"parent_aborted: {s.reason}"))
+        try:
+            result = await subagent.arun(task, timeout=timeout)
+        except AgentBusy:
+            return _error(f"subagent {tuple(subagent.key)} is busy")
+        except RunCanceled as exc:
+            return _error(f"subagent {tuple(subagent.key)} was canceled: {exc.reason}")
+        except RunFailed as exc:
+            return _error(f"subagent {tuple(subagent.key)} failed: {exc.reason}")
+        except TimeoutError:
+            subagent.abort("delegate_timeout")
+            return _error(f"subagent {tuple(subagent.key)} did not finish within {timeout}s")
+        finally:
+            remove()
+        return ToolResult(
+            content=[TextContent(text=result.text or "(no answer)")],
+            details={"subagent": list(subagent.key), "run_id": result.run_id},
+        )
+
+    return Tool.from_function(
+        run_delegate,
+        name=name,
+        description=description
+        or "Hand a self-contained task to a subagent and get its final answer back.",
+    )
+
+
+def _idle_child(parent: Any, role: str) -> Any:
+    core = getattr(parent, "_core", None)
+    if core is None:
+        return None
+    registry = core.runtime.registry
+    for child in sorted(core.children, key=lambda c: c.key):
+        if child.key.role == role and child.run is None and not child.stopped:
+            handle = registry.lookup(child.key)
+            if handle is not None:
+                return handle
+    return None
+
+
+def _error(message: str) -> ToolResult:
+    return ToolResult(
+        content=[TextContent(text=message)], is_error=True, details={"outcome": "error"}
+    )

@@ -1,0 +1,187 @@
+"""Subscription: one reader's bounded window onto an agent's events, across runs."""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from types import TracebackType
+
+from agent_runtime._errors import StreamOverflow
+from agent_runtime._key import AgentKey
+from agent_runtime.event_stream import EventStream, OverflowPolicy
+from agent_runtime.events import Error, Event, is_terminal
+
+OVERFLOW_REASON = "subscriber_overflow"
+UNSUBSCRIBED = "unsubscribed"
+
+
+class Subscription:
+    """A bounded buffer of an agent's events, filled by the agent, read by one consumer.
+
+    - `overflow="block"`: the agent's run waits for this reader (backpressure) up to
+      `block_timeout`; past that the subscription alone is closed and its reader gets
+      `StreamOverflow` after the buffered events. `"drop_oldest"`/`"drop_newest"`: the run
+      never waits; `EventsDropped(n)` marks each gap. `"error"`: closed at once when full.
+    - Iterating yields events of every run (and of delegated subagents, tagged with their
+      key) until `close()`; `until_end()` stops after the end of the next run of `agent`.
+    - `close()` (or leaving the `with` block, or dropping the object) unsubscribes; a closed
+      subscription costs the agent nothing.
+    """
+
+    def __init__(
+        self,
+        agent: AgentKey | None,
+        *,
+        max_queue: int = 1000,
+        overflow: OverflowPolicy = "block",
+        block_timeout: float = 30.0,
+        on_close: Callable[[Subscription], None] | None = None,
+    ) -> None:
+        if not block_timeout > 0:
+            raise ValueError(f"invalid block_timeout {block_timeout!r} (expected seconds > 0)")
+        self.agent = agent
+        self.overflow = overflow
+        self.block_timeout = block_timeout
+        self.stream = EventStream(
+            max_queue=max_queue, overflow=overflow, agent=agent, multi_run=True
+        )
+        self._on_close = on_close
+        self._buffer: collections.deque[Event] = collections.deque()
+        self._finished = False
+
+    @property
+    def closed(self) -> bool:
+        """True once unsubscribed or closed by overflow (buffered events may remain)."""
+        return self.stream.done
+
+    def close(self) -> None:
+        """Unsubscribe; a reader blocked in iteration stops after the buffered events."""
+        if self.stream.cancel(UNSUBSCRIBED) and self._on_close is not None:
+            self._on_close(self)
+
+    def fail(self, reason: str) -> None:
+        """Close because this reader fell behind; the reader sees `StreamOverflow`."""
+        if self.stream.error(f"{OVERFLOW_REASON}: {reason}") and self._on_close is not None:
+            self._on_close(self)
+
+    async def deliver(self, event: Event) -> bool:
+        """Hand `event` to this reader per its policy (called on the runtime's event loop).
+
+        Returns False once the subscription is closed (the agent then forgets it).
+        """
+        if self.stream.done:
+            return False
+        try:
+            if self.overflow == "block":
+                await self.stream.apush(event, timeout=self.block_timeout)
+            elif self.overflow == "error":
+                self.stream.push(event, timeout=0)
+            else:
+                self.stream.push_async(event)
+        except StreamOverflow:
+            self.fail(
+                f"reader did not keep up ({self.stream.max_queue} events buffered,"
+                f" overflow={self.overflow!r})"
+            )
+            return False
+        except Exception:  # StreamClosed: closed concurrently
+            return False
+        return True
+
+    def _check_end(self, event: Event) -> None:
+        if isinstance(event, Error) and event.reason.startswith(OVERFLOW_REASON):
+            raise StreamOverflow(f"subscription closed: {event.reason}")
+
+    def _next(self, deadline: float | None) -> Event | None:
+        """The next event (the stream's own terminal marks the end); None on timeout."""
+        if self._buffer:
+            return self._buffer.popleft()
+        while True:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            batch = self.stream.pull_many(256, timeout=left)
+            if batch:
+                self._buffer.extend(batch[1:])
+                return batch[0]
+            if self._finished:
+                return None
+            if left is not None and left <= 0:
+                return None
+
+    def _read(self, deadline: float | None) -> Iterator[Event]:
+        while not self._finished:
+            event = self._next(deadline)
+            if event is None:
+                if self._finished:
+                    return
+                raise TimeoutError("no event within the timeout")
+            if event is self.stream.terminal:
+                self._finished = True
+                self._check_end(event)
+                return
+            yield event
+
+    def __iter__(self) -> Iterator[Event]:
+        """Events until the subscription is closed.
+
+        Raises:
+            StreamOverflow: the subscription was closed because this reader fell behind.
+        """
+        yield from self._read(None)
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        """`__iter__` for asyncio (never blocks the event loop)."""
+        while self._buffer:
+            yield self._buffer.popleft()
+        if self._finished:
+            return
+        async for event in self.stream:
+            if event is self.stream.terminal:
+                self._finished = True
+                self._check_end(event)
+                return
+            yield event
+
+    def until_end(
+        self, timeout: float | None = None, *, run_id: str | None = None
+    ) -> Iterator[Event]:
+        """Events up to and including the end (`AgentEnd`, `Error`, `Canceled`) of the next run
+        of this subscription's agent (or of run `run_id`); events after it stay buffered for
+        the next read.
+
+        Raises:
+            TimeoutError: the run did not end within `timeout` seconds.
+            StreamOverflow: the subscription was closed because this reader fell behind.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for event in self._read(deadline):
+            yield event
+            if self._ends_run(event, run_id):
+                return
+
+    def _ends_run(self, event: Event, run_id: str | None) -> bool:
+        if not is_terminal(event):
+            return False
+        if run_id is not None:
+            return event.run_id == run_id and (self.agent is None or event.agent == self.agent)
+        return self.agent is None or event.agent == self.agent
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A forgotten subscription must not keep a blocked run waiting on it.
+        stream = getattr(self, "stream", None)
+        if stream is not None:
+            stream.cancel(UNSUBSCRIBED)
+
+    def __repr__(self) -> str:
+        return f"<Subscription agent={self.agent} overflow={self.overflow} closed={self.closed}>"

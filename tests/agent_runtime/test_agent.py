@@ -1,0 +1,553 @@
+"""The Agent: runs, queues, subscriptions, responsiveness, subagents and the Runtime facade."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from agent_runtime import (
+    AgentBusy,
+    AgentKey,
+    AgentStopped,
+    AlreadyRegistered,
+    CannotContinue,
+    RunCanceled,
+    RunFailed,
+    Runtime,
+    StreamOverflow,
+)
+from agent_runtime.config import RuntimeConfig
+from agent_runtime.events import (
+    AgentEnd,
+    Canceled,
+    EventsDropped,
+    MessageUpdate,
+    ToolExecutionStart,
+)
+from agent_runtime.llm import ProviderError
+from agent_runtime.loop import RetryPolicy, validate_transcript
+from agent_runtime.messages import ToolCall, ToolResultMessage, UserMessage
+from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.tools import ToolContext, tool
+from supervisors import kill
+
+NO_RETRY = RetryPolicy(max_retries=0)
+
+
+@pytest.fixture
+def runtime() -> Iterator[Runtime]:
+    with Runtime.start(RuntimeConfig()) as rt:
+        yield rt
+
+
+def slow_turn(text: str = "slow", delay: float = 30.0) -> ScriptedTurn:
+    return ScriptedTurn(chunks=[text[:1], text[1:]], chunk_delay=delay)
+
+
+def tool_call(call_id: str, name: str, **arguments: object) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+def test_run_returns_the_answer_and_new_messages(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["hello"]))
+    result = agent.run("hi", timeout=5)
+    assert result.text == "hello" and result.stop_reason == "stop"
+    assert [m.role for m in result.new_messages] == ["user", "assistant"]
+    assert result.usage.output_tokens > 0
+    assert [m.role for m in agent.state().messages] == ["user", "assistant"]
+
+
+def test_a_second_prompt_while_busy_is_rejected(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([slow_turn()]))
+    run_id = agent.prompt("one")
+    with pytest.raises(AgentBusy) as info:
+        agent.prompt("two")
+    assert info.value.run_id == run_id
+    agent.abort()
+    agent.wait_for_idle(timeout=5)
+
+
+def test_continue_rules(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["a", "b"]))
+    with pytest.raises(CannotContinue, match="no messages"):
+        agent.continue_run()
+    agent.run("q", timeout=5)
+    with pytest.raises(CannotContinue, match="assistant"):
+        agent.continue_run()
+
+
+def test_continue_works_right_after_an_aborted_tool_run(runtime: Runtime) -> None:
+    gate = threading.Event()
+
+    @tool
+    def block(ctx: ToolContext) -> str:
+        """Blocks until aborted."""
+        ctx.signal.wait(5)
+        gate.set()
+        return "stopped"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("c1", "block")]), "resumed"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[block])
+    agent.prompt("go")
+    wait_until(lambda: agent.state().pending_tool_calls == ["c1"])
+    agent.abort()
+    agent.wait_for_idle(timeout=5)
+    history = agent.state().messages
+    assert not validate_transcript(history)
+    assert isinstance(history[-1], ToolResultMessage)
+    agent.continue_run()
+    agent.wait_for_idle(timeout=5)
+    assert agent.state().messages[-1].text == "resumed"  # type: ignore[union-attr]
+
+
+def test_wait_for_idle_times_out_then_succeeds(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([slow_turn(delay=0.3)]))
+    agent.prompt("go")
+    with pytest.raises(TimeoutError):
+        agent.wait_for_idle(timeout=0.05)
+    agent.wait_for_idle(timeout=5)
+    assert not agent.state().is_running
+
+
+def test_many_concurrent_waiters_all_wake(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([slow_turn(delay=0.1)]))
+    agent.prompt("go")
+    woke: list[int] = []
+    lock = threading.Lock()
+
+    def wait(i: int) -> None:
+        agent.wait_for_idle(timeout=5)
+        with lock:
+            woke.append(i)
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert sorted(woke) == list(range(20))
+
+
+def test_state_error_after_a_provider_failure(runtime: Runtime) -> None:
+    model = ScriptedModel([ScriptedTurn(error=ProviderError("down"))])
+    agent = runtime.start_agent(("s", "main", 0), model=model, retry=NO_RETRY)
+    with pytest.raises(RunFailed) as info:
+        agent.run("go", timeout=5)
+    assert "down" in info.value.reason
+    assert agent.state().error is not None and "down" in agent.state().error  # type: ignore[operator]
+
+
+def test_the_agent_answers_promptly_while_blocked_on_a_tool_a_stream_or_a_reader(
+    runtime: Runtime,
+) -> None:
+    release = threading.Event()
+
+    @tool
+    def stuck() -> str:
+        """Blocks."""
+        release.wait(10)
+        return "ok"
+
+    model = ScriptedModel(
+        [
+            ScriptedTurn(tool_calls=[tool_call("c", "stuck")]),
+            slow_turn(),
+            ScriptedTurn(chunks=list("abcdef")),
+        ]
+    )
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[stuck])
+
+    def timed(fn) -> float:  # type: ignore[no-untyped-def]
+        started = time.monotonic()
+        fn()
+        return time.monotonic() - started
+
+    agent.prompt("go")
+    wait_until(lambda: agent.state().pending_tool_calls == ["c"])  # blocked on a tool
+    assert timed(agent.state) < 0.05
+    assert timed(lambda: agent.steer("hurry")) < 0.05
+    slow_reader = agent.subscribe(max_queue=1, overflow="block", block_timeout=10)
+    release.set()  # the tool ends; the run now waits on the reader that never reads
+    wait_until(lambda: slow_reader.stream.stats().queue_size == 1)
+    assert timed(agent.state) < 0.05
+    assert timed(lambda: agent.steer("again")) < 0.05
+    assert timed(agent.abort) < 0.05
+    slow_reader.close()
+    agent.wait_for_idle(timeout=5)
+
+
+def test_unsubscribe_and_a_dropped_subscription_are_pruned(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["a", "b"]))
+    kept = agent.subscribe()
+    dropped = agent.subscribe()
+    closed = agent.subscribe()
+    closed.close()
+    del dropped
+    gc.collect()
+    agent.run("go", timeout=5)
+    assert agent._core.live_subscriptions() == [kept]
+    events = list(kept.until_end(timeout=5))
+    assert isinstance(events[-1], AgentEnd)
+
+
+def test_a_blocked_subscriber_is_closed_after_its_timeout_and_others_are_unaffected(
+    runtime: Runtime,
+) -> None:
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel([ScriptedTurn(chunks=list("abcdefgh"))])
+    )
+    stuck = agent.subscribe(max_queue=2, overflow="block", block_timeout=0.1)
+    reader = agent.subscribe(max_queue=1000)
+    result = agent.run("go", timeout=5)
+    assert result.text == "abcdefgh"
+    assert isinstance(list(reader.until_end(timeout=5))[-1], AgentEnd)
+    with pytest.raises(StreamOverflow):
+        list(stuck)
+
+
+def test_drop_oldest_subscribers_see_every_gap(runtime: Runtime) -> None:
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel([ScriptedTurn(chunks=list("abcdefghij"))])
+    )
+    lossy = agent.subscribe(max_queue=3, overflow="drop_oldest")
+    agent.run("go", timeout=5)
+    events = list(lossy.until_end(timeout=5))
+    assert any(isinstance(e, EventsDropped) for e in events)
+    assert isinstance(events[-1], AgentEnd)
+
+
+def test_error_policy_closes_the_subscription_at_once(runtime: Runtime) -> None:
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel([ScriptedTurn(chunks=list("abcdef"))])
+    )
+    strict = agent.subscribe(max_queue=2, overflow="error")
+    agent.run("go", timeout=5)
+    assert strict.closed
+    with pytest.raises(StreamOverflow):
+        list(strict)
+
+
+def test_a_blocked_subscriber_stalls_no_other_agent(runtime: Runtime) -> None:
+    blocked = runtime.start_agent(
+        ("s", "blocked", 0), model=ScriptedModel([ScriptedTurn(chunks=list("abcdef"))])
+    )
+    free = runtime.start_agent(("s", "free", 0), model=ScriptedModel(["fine"]))
+    stuck = blocked.subscribe(max_queue=1, overflow="block", block_timeout=10)
+    blocked.prompt("go")
+    wait_until(lambda: stuck.stream.stats().queue_size == 1)
+    started = time.monotonic()
+    assert free.run("go", timeout=5).text == "fine"
+    assert time.monotonic() - started < 1.0
+    assert blocked.state().is_running
+    stuck.close()
+    blocked.wait_for_idle(timeout=5)
+
+
+def test_follow_up_sent_just_after_the_end_starts_a_run(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["first", "second"]))
+    agent.run("go", timeout=5)
+    agent.follow_up("and another")  # within the 50 ms poll window
+    wait_until(lambda: len(agent.state().messages) == 4)
+    assert agent.state().messages[-1].text == "second"  # type: ignore[union-attr]
+
+
+def test_follow_up_after_the_poll_window_waits_in_the_queue(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["first", "second", "third"]))
+    agent.run("go", timeout=5)
+    time.sleep(0.1)  # deliberately past the 50 ms window: this is the behaviour under test
+    agent.follow_up("later")
+    assert [m.text for m in agent.state().follow_up_queue] == ["later"]  # type: ignore[attr-defined]
+    assert not agent.state().is_running
+    result = agent.run("next", timeout=5)
+    assert [m.text for m in result.new_messages] == ["next", "second", "later", "third"]  # type: ignore[attr-defined]
+
+
+def test_queue_modes_and_a_switch_mid_run(runtime: Runtime) -> None:
+    release = threading.Event()
+
+    @tool
+    def pause() -> str:
+        """Waits for the test."""
+        release.wait(5)
+        return "ok"
+
+    turns = [ScriptedTurn(tool_calls=[tool_call("p", "pause")]), "one", "two"]
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(turns), tools=[pause])
+    agent.prompt("go")
+    wait_until(lambda: agent.state().pending_tool_calls == ["p"])
+    agent.steer("s1")
+    agent.steer("s2")
+    release.set()
+    wait_until(lambda: agent._core.model.call_count >= 2)  # type: ignore[attr-defined]
+    agent.set_steering_mode("all")  # applies at the next consumption
+    agent.wait_for_idle(timeout=5)
+    requests = agent._core.model.requests  # type: ignore[attr-defined]
+    first_user_texts = [m.text for m in requests[1].messages if isinstance(m, UserMessage)]
+    assert first_user_texts[-1] == "s1"  # one at a time: s1 went alone
+    assert [m.text for m in requests[2].messages if isinstance(m, UserMessage)][-1] == "s2"
+
+
+def test_steering_mode_all_delivers_everything_at_once(runtime: Runtime) -> None:
+    release = threading.Event()
+
+    @tool
+    def pause() -> str:
+        """Waits for the test."""
+        release.wait(5)
+        return "ok"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("p", "pause")]), "done"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[pause], steering_mode="all")
+    agent.prompt("go")
+    wait_until(lambda: agent.state().pending_tool_calls == ["p"])
+    agent.steer("a")
+    agent.steer("b")
+    release.set()
+    agent.wait_for_idle(timeout=5)
+    texts = [m.text for m in model.requests[1].messages if isinstance(m, UserMessage)]
+    assert texts[-2:] == ["a", "b"]
+    assert model.call_count == 2
+
+
+def test_reset_aborts_the_run_then_clears(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([slow_turn()]))
+    agent.prompt("go")
+    agent.follow_up("later")
+    agent.reset()
+    state = agent.state()
+    assert not state.is_running and state.messages == [] and state.follow_up_queue == []
+
+
+def test_ten_concurrent_aborts_do_not_crash_the_agent(runtime: Runtime) -> None:
+    model = ScriptedModel([slow_turn(), "after"])
+    agent = runtime.start_agent(("s", "main", 0), model=model)
+    agent.prompt("go")
+    wait_until(lambda: model.call_count == 1)
+    threads = [threading.Thread(target=agent.abort) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=5)
+    agent.wait_for_idle(timeout=5)
+    assert agent.alive
+    assert agent.run("again", timeout=5).text == "after"
+
+
+def test_a_run_canceled_by_abort_raises_run_canceled(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([slow_turn()]))
+    threading.Timer(0.05, agent.abort, args=("user_abort",)).start()
+    with pytest.raises(RunCanceled, match="user_abort"):
+        agent.run("go", timeout=5)
+
+
+def test_registry_lookups_and_listing_of_subagents(runtime: Runtime) -> None:
+    a = runtime.subagents.start(("s1", "research", 0), model=ScriptedModel([]))
+    b = runtime.subagents.start(("s1", "research", 1), model=ScriptedModel([]))
+    c = runtime.subagents.start(("s2", "main", 0), model=ScriptedModel([]))
+    assert runtime.registry.lookup(("s1", "research", 1)) is b
+    assert [(r, i) for r, i, _ in runtime.registry.list_by_session("s1")] == [
+        ("research", 0),
+        ("research", 1),
+    ]
+    assert runtime.subagents.count() == 3
+    assert runtime.subagents.list() == [a, b, c]
+    assert runtime.registry.next_index("s1", "research") == 2
+    with pytest.raises(AlreadyRegistered) as info:
+        runtime.subagents.start(("s1", "research", 0), model=ScriptedModel([]))
+    assert info.value.holder is a
+
+
+def test_a_crashed_temporary_agent_is_gone_and_its_siblings_are_untouched(runtime: Runtime) -> None:
+    victim = runtime.start_agent(("s", "victim", 0), model=ScriptedModel([slow_turn()]))
+    sibling = runtime.start_agent(("s", "sibling", 0), model=ScriptedModel(["still here"]))
+    victim.prompt("go")
+    kill(victim.ref)
+    wait_until(lambda: runtime.registry.lookup(("s", "victim", 0)) is None)
+    assert not victim.alive
+    with pytest.raises(AgentStopped):
+        victim.prompt("again")
+    assert sibling.run("hi", timeout=5).text == "still here"
+    assert runtime.subagents.count() == 1
+
+
+def test_a_crashed_transient_agent_restarts_with_its_history(runtime: Runtime) -> None:
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel(["one", "two"]), restart="transient"
+    )
+    agent.run("first", timeout=5)
+    old_ref = agent.ref
+    kill(old_ref)
+    wait_until(lambda: agent.ref is not old_ref and agent.alive)
+    assert runtime.registry.lookup(("s", "main", 0)) is agent
+    assert [m.text for m in agent.state().messages] == ["first", "one"]  # type: ignore[attr-defined]
+    assert agent.run("second", timeout=5).text == "two"
+
+
+def test_stop_and_stop_all(runtime: Runtime) -> None:
+    agents = [runtime.start_agent(("s", "w", i), model=ScriptedModel([])) for i in range(4)]
+    assert runtime.subagents.stop(agents[0])
+    assert not runtime.subagents.stop(agents[0])
+    with pytest.raises(AgentStopped):
+        agents[0].state() if False else agents[0].prompt("x")
+    assert runtime.subagents.stop_all() == 3
+    assert runtime.subagents.count() == 0
+    assert runtime.registry.count() == 0
+
+
+def test_bad_input(runtime: Runtime) -> None:
+    with pytest.raises(TypeError, match="'temprature'"):
+        runtime.start_agent(("s", "main", 0), model=ScriptedModel([]), temprature=0.5)
+    with pytest.raises(ValueError, match="index"):
+        runtime.start_agent(("s", "main", -1), model=ScriptedModel([]))
+    with pytest.raises(ValueError, match="steering_mode"):
+        runtime.start_agent(("s", "main", 0), model=ScriptedModel([]), steering_mode="some")
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([]))
+    with pytest.raises(TypeError):
+        agent.prompt(42)  # type: ignore[arg-type]
+
+
+def test_hundred_agents_each_running_three_turns_at_once(runtime: Runtime) -> None:
+    @tool(parallel_safe=True)
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    agents = []
+    for i in range(100):
+        turns = [
+            ScriptedTurn(tool_calls=[tool_call(f"c{i}a", "add", a=i, b=1)]),
+            ScriptedTurn(tool_calls=[tool_call(f"c{i}b", "add", a=i, b=2)]),
+            f"done {i}",
+        ]
+        agents.append(
+            runtime.start_agent(("load", "worker", i), model=ScriptedModel(turns), tools=[add])
+        )
+    for agent in agents:
+        agent.prompt("go")
+    for agent in agents:
+        agent.wait_for_idle(timeout=30)
+    for i, agent in enumerate(agents):
+        history = agent.state().messages
+        assert not validate_transcript(history)
+        assert history[-1].text == f"done {i}"  # type: ignore[union-attr]
+        assert len(history) == 6
+
+
+def test_thinking_level_reaches_the_model_request(runtime: Runtime) -> None:
+    model = ScriptedModel(["x"])
+    runtime.start_agent(("s", "main", 0), model=model, thinking_level="high").run("go", timeout=5)
+    assert model.requests[0].reasoning == "high"
+
+
+def test_agents_opt_into_runtime_tools_and_their_own_win(runtime: Runtime) -> None:
+    @tool(name="lookup")
+    def shared_lookup() -> str:
+        """Shared."""
+        return "shared"
+
+    @tool(name="lookup")
+    def own_lookup() -> str:
+        """Own."""
+        return "own"
+
+    @tool
+    def extra() -> str:
+        """Extra."""
+        return "extra"
+
+    runtime.tools.register(shared_lookup)
+    runtime.tools.register(extra)
+    model = ScriptedModel(
+        [ScriptedTurn(tool_calls=[tool_call("c", "lookup"), tool_call("d", "extra")]), "ok"]
+    )
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=model, tools=[own_lookup], tool_registry=True
+    )
+    agent.run("go", timeout=5)
+    results = [m for m in agent.state().messages if isinstance(m, ToolResultMessage)]
+    assert [r.text for r in results] == ["own", "extra"]
+    plain = runtime.start_agent(("s", "plain", 0), model=ScriptedModel(["x"]))
+    plain.run("go", timeout=5)
+    assert plain._core.model.requests[0].tools == []  # type: ignore[attr-defined]
+
+
+def test_runtime_stop_aborts_running_agents_and_pairs_their_calls() -> None:
+    @tool
+    def hang(ctx: ToolContext) -> str:
+        """Waits for abort."""
+        ctx.signal.wait(10)
+        return "aborted cleanly"
+
+    rt = Runtime.start(RuntimeConfig())
+    agent = rt.start_agent(
+        ("s", "main", 0),
+        model=ScriptedModel([ScriptedTurn(tool_calls=[tool_call("h", "hang")])]),
+        tools=[hang],
+    )
+    agent.prompt("go")
+    wait_until(lambda: agent.state().pending_tool_calls == ["h"])
+    started = time.monotonic()
+    rt.stop(timeout=10)
+    assert time.monotonic() - started < 5
+    history = agent._core.messages
+    assert not validate_transcript(history)
+    assert isinstance(history[-1], ToolResultMessage) and history[-1].text == "aborted cleanly"
+
+
+def test_stream_yields_the_run_and_astream_and_arun_work_in_asyncio(runtime: Runtime) -> None:
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel([ScriptedTurn(chunks=["a", "b"]), "async", "c"])
+    )
+    events = list(agent.stream("go"))
+    assert isinstance(events[-1], AgentEnd)
+    assert sum(isinstance(e, MessageUpdate) for e in events) == 2
+
+    async def use_async() -> tuple[str, list[str]]:
+        result = await agent.arun("again", timeout=5)
+        names = [type(e).__name__ async for e in agent.astream("third")]
+        return result.text, names
+
+    text, names = asyncio.run(use_async())
+    assert text == "async" and names[-1] == "AgentEnd"
+
+
+def test_async_for_over_a_subscription(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]))
+    sub = agent.subscribe()
+
+    async def read() -> list[str]:
+        out = []
+        async for event in sub:
+            out.append(type(event).__name__)
+            if isinstance(event, AgentEnd):
+                break
+        return out
+
+    agent.prompt("go")
+    assert asyncio.run(read())[-1] == "AgentEnd"
+    sub.close()
+
+
+def test_calls_on_a_stopped_agent_raise_agent_stopped(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([]))
+    agent.stop()
+    for call in (
+        lambda: agent.prompt("x"),
+        agent.continue_run,
+        lambda: agent.steer("x"),
+        agent.subscribe,
+    ):
+        with pytest.raises(AgentStopped):
+            call()
+    assert isinstance(AgentKey("s", "main", 0), tuple)
+
+
+def test_abort_of_an_idle_agent_returns_false(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([]))
+    assert agent.abort() is False
+    assert not any(isinstance(e, (ToolExecutionStart, Canceled)) for e in [])
