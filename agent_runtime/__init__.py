@@ -42,6 +42,19 @@ from agent_runtime.events import (
     TurnStart,
     is_terminal,
 )
+from agent_runtime.llm.errors import (
+    AuthenticationError,
+    CapabilityNotSupportedError,
+    ContextLengthExceededError,
+    InvalidRequestError,
+    LLMError,
+    ModelNotFoundError,
+    NetworkError,
+    PermissionDeniedError,
+    ProviderError,
+    QuotaExceededError,
+    RateLimitError,
+)
 from agent_runtime.loop import AgentContext, LoopConfig, RetryPolicy
 from agent_runtime.messages import (
     AssistantMessage,
@@ -72,6 +85,17 @@ from agent_runtime.tools import (
 )
 
 __all__ = [
+    "AuthenticationError",
+    "CapabilityNotSupportedError",
+    "ContextLengthExceededError",
+    "InvalidRequestError",
+    "LLMError",
+    "ModelNotFoundError",
+    "NetworkError",
+    "PermissionDeniedError",
+    "ProviderError",
+    "QuotaExceededError",
+    "RateLimitError",
     "Agent",
     "AgentBusy",
     "AgentState",

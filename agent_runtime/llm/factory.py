@@ -69,4 +69,12 @@ def _build(name: str, profile: ModelProfile, config: RuntimeConfig) -> ChatModel
         return openai(profile.model, key, **base, **common)  # type: ignore[arg-type]
     if profile.base_url is None:
         raise ConfigError(f"model profile {name!r} (openai_compatible) needs a base_url")
-    return openai_compatible(profile.base_url, profile.model, key, **common)  # type: ignore[arg-type]
+    # api_key_env as the profile says: None is a keyless server (the `local` profile), which
+    # must neither demand OPENAI_API_KEY nor send it to whatever listens on base_url.
+    return openai_compatible(
+        profile.base_url,
+        profile.model,
+        key,
+        api_key_env=profile.api_key_env,
+        **common,  # type: ignore[arg-type]
+    )

@@ -9,6 +9,7 @@ sockets, never by patching httpx. Each request takes the next queued entry: a `S
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import select
@@ -35,7 +36,8 @@ class MockResponse(BaseModel):
     Either `turn` (rendered in the request's wire format) or explicit `status`, `body`
     (JSON-able or text) and `headers`, or `events`: raw SSE `data:` payloads (strings are sent
     as is; dicts as JSON; a tuple `(event_name, payload)` adds an `event:` line). Behaviour:
-    `delay` before the status line, `chunk_delay` between events, `hang_after` N events then
+    `delay` before the status line (a client that leaves meanwhile is recorded in
+    `disconnects`), `chunk_delay` between events, `hang_after` N events then
     go silent (until the client disconnects or the server stops), `disconnect_after` N events
     then drop the connection without a terminal marker. `raw`: byte pieces of an SSE body sent
     exactly as given, each flushed on its own (to split frames at arbitrary points).
@@ -73,8 +75,8 @@ class MockProviderServer:
 
     Use as a context manager. `url` is the server root; `base_url(format)` the base URL an
     adapter of that format expects. `requests` records everything received;
-    `disconnects` records when a client closed a streaming response early (monotonic time),
-    so tests can bound how fast an abort reached the wire.
+    `disconnects` records when a client closed a delayed or streaming response early
+    (monotonic time), so tests can bound how fast an abort reached the wire.
     """
 
     def __init__(
@@ -152,6 +154,25 @@ class MockProviderServer:
         with self._lock:
             self.requests.append(request)
 
+    async def disconnected(self, timeout: float = 5.0) -> float:
+        """Wait, without blocking the running event loop, until a client has closed a response
+        early; return when it did (monotonic time).
+
+        Awaited on the loop that made the call, it shows that the call's own abort closed the
+        connection, not the client's teardown once the loop has ended.
+
+        Raises:
+            TimeoutError: no client closed a response within `timeout` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self.disconnects:
+                    return self.disconnects[0]
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no client closed a response within {timeout}s")
+            await asyncio.sleep(0.001)
+
     def _disconnected(self) -> None:
         with self._lock:
             self.disconnects.append(time.monotonic())
@@ -210,7 +231,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(500, {"error": {"message": "MockProviderServer script exhausted"}})
             return
         response = entry if isinstance(entry, MockResponse) else MockResponse(turn=entry)
-        if response.delay and self.mock.stopping.wait(response.delay):
+        if response.delay and not self._silent(response.delay):
             return
         self._answer(wire, response, parts.path, body if isinstance(body, dict) else {})
 
@@ -258,7 +279,7 @@ class _Handler(BaseHTTPRequestHandler):
             if response.disconnect_after is not None and sent >= response.disconnect_after:
                 self._drop()
                 return
-            if sent and chunk_delay and self.mock.stopping.wait(chunk_delay):
+            if sent and chunk_delay and not self._silent(chunk_delay):
                 return
             if not self._write(frame):
                 return
@@ -276,17 +297,30 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _hang(self) -> None:
         """Go silent until the client closes the connection or the server stops."""
+        self._silent(None)
+
+    def _silent(self, seconds: float | None) -> bool:
+        """Send nothing for `seconds` (None: for ever), watching the socket.
+
+        Returns True when the time passed with the client still there; False when the server
+        stops or the client closed the connection (recorded in `disconnects` at once).
+        """
         sock = self.connection
+        deadline = None if seconds is None else time.monotonic() + seconds
         while not self.mock.stopping.is_set():
-            readable, _, _ = select.select([sock], [], [], 0.01)
+            wait = 0.01 if deadline is None else min(0.01, deadline - time.monotonic())
+            if wait <= 0:
+                return True
+            readable, _, _ = select.select([sock], [], [], wait)
             if readable:
                 try:
-                    if not sock.recv(1, socket.MSG_PEEK):
-                        self.mock._disconnected()
-                        return
+                    gone = not sock.recv(1, socket.MSG_PEEK)
                 except OSError:
+                    gone = True
+                if gone:
                     self.mock._disconnected()
-                    return
+                    return False
+        return False
 
     def _drop(self) -> None:
         with contextlib.suppress(OSError):

@@ -52,6 +52,32 @@ class ScriptedTurn(BaseModel):
     usage: Usage | None = None
     stop_reason: StopReason | None = None
 
+    def __init__(
+        self,
+        text: str = "",
+        tool_calls: list[ToolCall] | None = None,
+        chunks: list[str] | None = None,
+        delay: float = 0.0,
+        chunk_delay: float = 0.0,
+        error: LLMError | None = None,
+        **extra: Any,
+    ) -> None:
+        """The DESIGN.md signature, positional or by keyword; `extra` sets the other fields.
+
+        Raises:
+            pydantic.ValidationError: a value of the wrong type, a negative delay, an unknown
+                field, or `chunks` that do not add up to `text`.
+        """
+        super().__init__(
+            text=text,
+            tool_calls=[] if tool_calls is None else tool_calls,
+            chunks=chunks,
+            delay=delay,
+            chunk_delay=chunk_delay,
+            error=error,
+            **extra,
+        )
+
     @model_validator(mode="after")
     def _chunks_match_text(self) -> ScriptedTurn:
         if self.chunks is not None:

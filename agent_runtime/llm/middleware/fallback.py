@@ -19,7 +19,7 @@ from agent_runtime.llm.errors import (
     ProviderError,
     QuotaExceededError,
 )
-from agent_runtime.llm.types import ChatRequest, ChatResponse, ModelInfo, StreamChunk
+from agent_runtime.llm.types import ChatRequest, ChatResponse, ModelInfo, StreamChunk, UsageDelta
 
 log = structlog.get_logger(__name__)
 
@@ -176,7 +176,9 @@ class FallbackModel(BaseChatModel):
             started = False
             try:
                 async for chunk in model.stream(request, signal=signal):
-                    if not started:
+                    # Usage is replaced, never summed, so a usage chunk (Anthropic sends one at
+                    # message_start) commits nothing: failing over after it is still safe.
+                    if not started and not isinstance(chunk, UsageDelta):
                         started = True
                         breaker.succeeded()
                     yield chunk

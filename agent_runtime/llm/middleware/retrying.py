@@ -13,7 +13,7 @@ from agent_runtime.llm._abortable import await_abortable
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.errors import LLMError
 from agent_runtime.llm.middleware._base import Middleware
-from agent_runtime.llm.types import ChatRequest, ChatResponse, StreamChunk
+from agent_runtime.llm.types import ChatRequest, ChatResponse, StreamChunk, UsageDelta
 
 log = structlog.get_logger(__name__)
 
@@ -135,7 +135,9 @@ class RetryingModel(Middleware):
             started = False
             try:
                 async for chunk in self.inner.stream(request, signal=signal):
-                    started = True
+                    # A usage chunk commits nothing (usage is replaced, not summed): retrying
+                    # after one, as after Anthropic's message_start, is still safe.
+                    started = started or not isinstance(chunk, UsageDelta)
                     yield chunk
                 return
             except LLMError as error:

@@ -146,6 +146,11 @@ class AnthropicModel(BaseChatModel):
         """Provider `anthropic`, the model name, capabilities and pricing."""
         return self._info
 
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to (without the version path)."""
+        return self._transport.base_url
+
     def _headers(self) -> dict[str, str]:
         if self._api_key is None:
             key = os.environ.get(self._api_key_env)

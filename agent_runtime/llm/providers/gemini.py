@@ -101,6 +101,11 @@ class GeminiModel(BaseChatModel):
         """Provider `gemini`, the model name (without `models/`), capabilities and pricing."""
         return self._info
 
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to (without the version path)."""
+        return self._transport.base_url
+
     def _key_env_names(self) -> list[str]:
         names = [self._api_key_env]
         if self._api_key_env == _DEFAULT_KEY_ENV:

@@ -289,13 +289,14 @@ def openai_compatible(
     api_key: ApiKey = None,
     *,
     provider: str = "openai_compatible",
-    api_key_env: str | None = "OPENAI_API_KEY",
+    api_key_env: str | None = None,
     **options: Unpack[ModelOptions],
 ) -> OpenAICompatibleModel:
     """A model on any Chat Completions server at `base_url` (the root ending in `/v1`).
 
     `api_key`: a string, a zero-argument callable (called per request) or None (read
-    `api_key_env` per request; `api_key_env=None` sends no key). Sends `max_tokens` unless
+    `api_key_env` per request; the default `api_key_env=None` sends no key, so an OpenAI
+    key in the environment never goes to a third-party host by accident). Sends `max_tokens` unless
     `max_tokens_param="max_completion_tokens"`.
     """
     return OpenAICompatibleModel(

@@ -49,7 +49,6 @@ from agent_runtime.messages import (
     Usage,
     UserMessage,
 )
-from agent_runtime.testing import wait_until
 from agent_runtime.testing._wire_anthropic import AnthropicWire
 from agent_runtime.testing.mock_server import MockProviderServer, MockResponse
 from agent_runtime.testing.scripted import ScriptedTurn
@@ -593,9 +592,8 @@ def _hanging(server: MockProviderServer) -> None:
     server.enqueue(MockResponse(turn=ScriptedTurn(chunks=["a", "b"]), hang_after=4))
 
 
-def _disconnect_latency(server: MockProviderServer, aborted_at: float) -> float:
-    wait_until(lambda: server.disconnects, timeout=5, what="the server saw the disconnect")
-    latency = server.disconnects[0] - aborted_at
+def _disconnect_latency(disconnected_at: float, aborted_at: float) -> float:
+    latency = disconnected_at - aborted_at
     print(f"abort -> disconnect seen by the server: {latency * 1000:.1f} ms")
     return latency
 
@@ -604,7 +602,7 @@ def test_cancelling_the_streaming_task_closes_the_response(server: MockProviderS
     _hanging(server)
     model = model_for(server)
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         first = asyncio.Event()
 
         async def consume() -> None:
@@ -618,10 +616,10 @@ def test_cancelling_the_streaming_task_closes_the_response(server: MockProviderS
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return cancelled_at
+        # on the live loop: only the cancellation itself can have closed the response
+        return await server.disconnected(timeout=1), cancelled_at
 
-    cancelled_at = run(main())
-    assert _disconnect_latency(server, cancelled_at) < ABORT_BOUND
+    assert _disconnect_latency(*run(main())) < ABORT_BOUND
 
 
 def test_aborting_the_signal_ends_the_stream_and_closes_the_response(
@@ -631,15 +629,16 @@ def test_aborting_the_signal_ends_the_stream_and_closes_the_response(
     model = model_for(server)
     signal = AbortSignal()
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         aborted_at = 0.0
         with pytest.raises(Aborted):
             async for chunk in model.stream(HI, signal=signal):
                 if isinstance(chunk, TextDelta):
                     aborted_at = time.monotonic()
                     asyncio.get_running_loop().call_soon(signal.abort, "user")
-        return aborted_at
+        # on the live loop: only the abort itself can have closed the response
+        return await server.disconnected(timeout=1), aborted_at
 
-    aborted_at = run(main())
+    disconnected_at, aborted_at = run(main())
     assert aborted_at > 0
-    assert _disconnect_latency(server, aborted_at) < ABORT_BOUND
+    assert _disconnect_latency(disconnected_at, aborted_at) < ABORT_BOUND

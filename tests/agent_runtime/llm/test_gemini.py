@@ -46,7 +46,6 @@ from agent_runtime.messages import (
     Usage,
     UserMessage,
 )
-from agent_runtime.testing import wait_until
 from agent_runtime.testing.mock_server import MockProviderServer, MockResponse
 from agent_runtime.testing.scripted import ScriptedTurn
 
@@ -722,12 +721,12 @@ def test_cancelling_the_stream_task_closes_the_response_at_once(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        # before aclose, on the live loop: only the cancellation can have closed the response
+        disconnected_at = await server.disconnected(timeout=1)
         await model.aclose()
-        return started
+        return disconnected_at - started
 
-    started = run(scenario())
-    wait_until(lambda: server.disconnects, timeout=2, what="server saw the disconnect")
-    latency = server.disconnects[0] - started
+    latency = run(scenario())
     print(f"gemini cancel -> disconnect: {latency * 1000:.1f} ms")
     assert latency < ABORT_BOUND
 
@@ -745,17 +744,17 @@ def test_aborting_the_signal_ends_the_stream_and_closes_the_response(
         aborted_at.append(time.monotonic())
         signal.abort("user")
 
-    async def scenario() -> None:
+    async def scenario() -> float:
         with pytest.raises(Aborted):
             async for chunk in model.stream(HI, signal=signal):
                 assert chunk == TextDelta(text="first")
                 asyncio.get_running_loop().call_later(0.01, abort)
+        # before aclose, on the live loop: only the abort itself can have closed the response
+        disconnected_at = await server.disconnected(timeout=1)
         await model.aclose()
+        return disconnected_at
 
-    run(scenario())
-    started = aborted_at[0]
-    wait_until(lambda: server.disconnects, timeout=2, what="server saw the disconnect")
-    latency = server.disconnects[0] - started
+    latency = run(scenario()) - aborted_at[0]
     print(f"gemini abort -> disconnect: {latency * 1000:.1f} ms")
     assert latency < ABORT_BOUND
 

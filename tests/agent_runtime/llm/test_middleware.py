@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncIterator
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -12,14 +13,21 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from structlog.testing import capture_logs
 
 from agent_runtime.abort import Aborted, AbortSignal
 from agent_runtime.llm import (
+    BaseChatModel,
     ChatRequest,
+    FinishDelta,
     InvalidRequestError,
+    ModelInfo,
     ProviderError,
     QuotaExceededError,
     RateLimitError,
+    StreamChunk,
+    TextDelta,
+    UsageDelta,
 )
 from agent_runtime.llm.middleware import (
     CachingModel,
@@ -29,7 +37,7 @@ from agent_runtime.llm.middleware import (
     SwitchableModel,
 )
 from agent_runtime.llm.middleware.retrying import backoff_delay
-from agent_runtime.messages import UserMessage
+from agent_runtime.messages import Usage, UserMessage
 from agent_runtime.testing.scripted import ScriptedModel, ScriptedTurn
 
 REQUEST = ChatRequest(messages=[UserMessage(content="hi")])
@@ -183,6 +191,16 @@ def test_all_circuits_open_is_a_provider_error() -> None:
         asyncio.run(model.generate(REQUEST))
 
 
+def test_a_stream_that_fails_before_its_first_chunk_fails_over_and_counts_on_the_circuit() -> None:
+    first = ScriptedModel([ScriptedTurn(error=ProviderError("down"))], provider="one")
+    second = ScriptedModel([ScriptedTurn(chunks=["from ", "two"])], provider="two")
+    model = FallbackModel([first, second], failure_threshold=1)
+    chunks = asyncio.run(collect(model))
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "from two"
+    assert (first.call_count, second.call_count) == (1, 1)
+    assert [b.state for b in model.breakers] == ["open", "closed"]
+
+
 def test_a_stream_fails_over_only_before_its_first_chunk() -> None:
     first = ScriptedModel([ScriptedTurn(text="half", error=ProviderError("cut"))])
     second = ScriptedModel(["never"])
@@ -230,6 +248,7 @@ def test_a_cached_stream_replays_the_same_answer() -> None:
     asyncio.run(collect(model))
     replayed = asyncio.run(collect(model))
     assert "".join(getattr(c, "text", "") for c in replayed if c.type == "text") == "ab"
+    assert [c.usage for c in replayed if isinstance(c, UsageDelta)] == [Usage()]
     assert inner.call_count == 1
 
 
@@ -293,6 +312,30 @@ def test_a_stream_is_observed_to_its_end() -> None:
     assert dict(span.attributes or {})["gen_ai.usage.output_tokens"] > 0
 
 
+def test_each_call_is_logged_with_its_facts_but_no_content_by_default() -> None:
+    secret = ChatRequest(messages=[UserMessage(content="the secret prompt")])
+    quiet = ObservableModel(ScriptedModel(["the secret answer"], model="m1"))
+    with capture_logs() as logs:
+        asyncio.run(quiet.generate(secret))
+    (finished,) = [entry for entry in logs if entry["event"] == "llm.call.finished"]
+    assert (finished["provider"], finished["model"]) == ("scripted", "m1")
+    assert finished["output_tokens"] > 0 and finished["stop_reason"] == "stop"
+    assert "secret" not in repr(logs)
+    chatty = ObservableModel(ScriptedModel(["the secret answer"]), log_content=True)
+    with capture_logs() as logs:
+        asyncio.run(chatty.generate(secret))
+    (finished,) = [entry for entry in logs if entry["event"] == "llm.call.finished"]
+    assert finished["answer"] == "the secret answer"
+
+
+def test_a_failed_call_is_logged_with_its_error_code() -> None:
+    model = ObservableModel(ScriptedModel([ScriptedTurn(error=QuotaExceededError("broke"))]))
+    with capture_logs() as logs, pytest.raises(QuotaExceededError):
+        asyncio.run(model.generate(REQUEST))
+    (failed,) = [entry for entry in logs if entry["event"] == "llm.call.failed"]
+    assert (failed["error"], failed["status"]) == ("quota_exceeded", 429)
+
+
 # -- switching -----------------------------------------------------------------------------------
 
 
@@ -313,3 +356,36 @@ def test_switch_applies_to_the_next_request_and_an_inflight_stream_finishes_on_i
 
     assert asyncio.run(run()) == ("old", "new")
     assert model.info.model == "new"
+
+
+class UsageThenFail(BaseChatModel):
+    """First call: a usage chunk, then an in-stream failure (as Anthropic's message_start then
+    overloaded_error); later calls answer."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @property
+    def info(self) -> ModelInfo:
+        return ModelInfo(provider="p", model="m")
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+        self.calls += 1
+        yield UsageDelta(usage=Usage(input_tokens=5))
+        if self.calls == 1:
+            raise ProviderError("overloaded right after message_start")
+        yield TextDelta(text="ok")
+        yield FinishDelta(reason="stop")
+
+
+def test_a_usage_chunk_alone_does_not_stop_a_stream_retry() -> None:
+    model = UsageThenFail()
+    chunks = asyncio.run(collect(RetryingModel(model, sleep=FakeSleep())))
+    assert [c.text for c in chunks if isinstance(c, TextDelta)] == ["ok"]
+    assert model.calls == 2
+
+
+def test_a_usage_chunk_alone_does_not_stop_a_stream_failover() -> None:
+    backup = ScriptedModel(["from backup"])
+    chunks = asyncio.run(collect(FallbackModel([UsageThenFail(), backup])))
+    assert [c.text for c in chunks if isinstance(c, TextDelta)] == ["from backup"]

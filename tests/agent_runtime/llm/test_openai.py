@@ -62,7 +62,6 @@ from agent_runtime.messages import (
     Usage,
     UserMessage,
 )
-from agent_runtime.testing import wait_until
 from agent_runtime.testing.mock_server import MockProviderServer, MockResponse
 from agent_runtime.testing.scripted import ScriptedTurn
 
@@ -589,10 +588,9 @@ def hanging_stream(server: MockProviderServer) -> None:
     server.enqueue(MockResponse(events=events, hang_after=2))
 
 
-def abort_latency(server: MockProviderServer, aborted_at: float, how: str) -> float:
-    wait_until(lambda: server.disconnects, timeout=2, what="the server saw the disconnect")
-    latency = server.disconnects[0] - aborted_at
-    print(f"openai abort by {how}: server saw the disconnect after {latency * 1000:.1f} ms")
+def abort_latency(server: MockProviderServer, disconnected_at: float, aborted_at: float) -> float:
+    latency = disconnected_at - aborted_at
+    print(f"openai abort: server saw the disconnect after {latency * 1000:.1f} ms")
     return latency
 
 
@@ -600,7 +598,7 @@ def test_cancelling_the_task_closes_the_response(server: MockProviderServer) -> 
     hanging_stream(server)
     model = model_for(server)
 
-    async def scenario() -> float:
+    async def scenario() -> tuple[float, float]:
         first = asyncio.Event()
 
         async def consume() -> None:
@@ -613,10 +611,10 @@ def test_cancelling_the_task_closes_the_response(server: MockProviderServer) -> 
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        return aborted_at
+        # on the live loop: only the cancellation itself can have closed the response
+        return await server.disconnected(timeout=1), aborted_at
 
-    aborted_at = run(model, scenario)
-    assert abort_latency(server, aborted_at, "task cancel") < 0.25
+    assert abort_latency(server, *run(model, scenario)) < 0.25
 
 
 def test_aborting_the_signal_closes_the_response(server: MockProviderServer) -> None:
@@ -625,14 +623,15 @@ def test_aborting_the_signal_closes_the_response(server: MockProviderServer) -> 
     signal = AbortSignal()
     marks: dict[str, float] = {}
 
-    async def scenario() -> None:
-        async for _ in model.stream(HI, signal=signal):
-            marks["aborted_at"] = time.monotonic()
-            signal.abort("user pressed stop")
+    async def scenario() -> float:
+        with pytest.raises(Aborted):
+            async for _ in model.stream(HI, signal=signal):
+                marks["aborted_at"] = time.monotonic()
+                signal.abort("user pressed stop")
+        # on the live loop: only the abort itself can have closed the response
+        return await server.disconnected(timeout=1)
 
-    with pytest.raises(Aborted):
-        run(model, scenario)
-    assert abort_latency(server, marks["aborted_at"], "AbortSignal") < 0.25
+    assert abort_latency(server, run(model, scenario), marks["aborted_at"]) < 0.25
 
 
 # -- the request on the wire ----------------------------------------------------------------------
@@ -734,7 +733,7 @@ def test_the_env_var_is_read_per_request(
     server: MockProviderServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server.enqueue("one", "two")
-    model = model_for(server, api_key=None)
+    model = model_for(server, api_key=None, api_key_env="OPENAI_API_KEY")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env-1")
     generate(model)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env-2")
@@ -828,3 +827,13 @@ def test_a_missing_capability_fails_before_any_request(
     with pytest.raises(CapabilityNotSupportedError, match="tools"):
         collect(model, request) if streaming else generate(model, request)
     assert server.requests == []
+
+
+def test_a_generic_server_gets_no_key_from_the_environment_by_default(
+    server: MockProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    server.enqueue("hi")
+    model = openai_compatible(server.base_url("openai"), "m")
+    generate(model)
+    assert "authorization" not in server.requests[0].headers

@@ -1,0 +1,170 @@
+"""`from_config`: every shipped profile builds its adapter, offline, or names the missing key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_runtime import ConfigError
+from agent_runtime.config import ModelPricingConfig, RuntimeConfig, load_config
+from agent_runtime.llm import (
+    AnthropicModel,
+    ChatRequest,
+    GeminiModel,
+    OpenAICompatibleModel,
+    from_config,
+)
+from agent_runtime.messages import Usage, UserMessage
+from agent_runtime.testing import MockProviderServer, ScriptedModel, ScriptedTurn
+
+SHIPPED = Path(__file__).resolve().parents[3] / "config" / "runtime.toml"
+
+HOSTED = [
+    pytest.param(
+        "openai",
+        OpenAICompatibleModel,
+        "gpt-4o-mini",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        id="openai",
+    ),
+    pytest.param(
+        "anthropic",
+        AnthropicModel,
+        "claude-sonnet-4-5",
+        "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY",
+        id="anthropic",
+    ),
+    pytest.param(
+        "gemini",
+        GeminiModel,
+        "gemini-2.5-flash",
+        "https://generativelanguage.googleapis.com",
+        "GEMINI_API_KEY",
+        id="gemini",
+    ),
+]
+
+
+@pytest.fixture
+def shipped() -> RuntimeConfig:
+    """The configuration as shipped in config/runtime.toml, without environment overrides."""
+    return load_config(SHIPPED, env={})
+
+
+def with_profile(config: RuntimeConfig, name: str, **changes: Any) -> RuntimeConfig:
+    profiles = dict(config.llm.profiles)
+    profiles[name] = profiles[name].model_copy(update=changes)
+    llm = config.llm.model_copy(update={"profiles": profiles})
+    return config.model_copy(update={"llm": llm})
+
+
+@pytest.mark.parametrize(("name", "cls", "model", "base_url", "env"), HOSTED)
+def test_a_hosted_profile_builds_its_adapter_when_its_key_is_set(
+    shipped: RuntimeConfig,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    cls: type[Any],
+    model: str,
+    base_url: str,
+    env: str,
+) -> None:
+    monkeypatch.setenv(env, "key-from-env")
+    built = from_config(name, config=shipped)
+    assert type(built) is cls
+    assert (built.info.provider, built.info.model) == (name, model)
+    assert built.base_url == base_url
+
+
+@pytest.mark.parametrize(("name", "cls", "model", "base_url", "env"), HOSTED)
+def test_a_hosted_profile_without_its_key_names_the_environment_variable(
+    shipped: RuntimeConfig,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    cls: type[Any],
+    model: str,
+    base_url: str,
+    env: str,
+) -> None:
+    monkeypatch.delenv(env, raising=False)
+    with pytest.raises(ConfigError, match=f"set the environment variable {env}$"):
+        from_config(name, config=shipped)
+
+
+def test_the_scripted_profile_is_the_offline_default(shipped: RuntimeConfig) -> None:
+    model = from_config(config=shipped)
+    assert isinstance(model, ScriptedModel)
+    assert model.prompt_sync("hello", timeout=5) == "echo: hello"
+
+
+def test_the_local_profile_is_a_keyless_server_on_the_loopback(
+    shipped: RuntimeConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = from_config("local", config=shipped)
+    assert type(model) is OpenAICompatibleModel
+    assert model.base_url == "http://127.0.0.1:8080/v1"
+    assert (model.info.provider, model.info.model) == ("openai_compatible", "local")
+
+
+def test_the_local_profile_needs_no_key_and_never_sends_the_openai_key(
+    shipped: RuntimeConfig, monkeypatch: pytest.MonkeyPatch, server: MockProviderServer
+) -> None:
+    config = with_profile(shipped, "local", base_url=server.base_url("openai"))
+    server.enqueue("without a key", "still without")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert from_config("local", config=config).prompt_sync("hi", timeout=5) == "without a key"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-for-openai-only")
+    assert from_config("local", config=config).prompt_sync("hi", timeout=5) == "still without"
+    assert [r.headers.get("authorization") for r in server.requests] == [None, None]
+
+
+def test_a_profile_key_is_read_again_on_every_request(
+    shipped: RuntimeConfig, monkeypatch: pytest.MonkeyPatch, server: MockProviderServer
+) -> None:
+    config = with_profile(shipped, "anthropic", base_url=server.base_url("anthropic"))
+    server.enqueue("one", "two")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-first")
+    model = from_config("anthropic", config=config)
+    model.prompt_sync("hi", timeout=5)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-rotated")
+    model.prompt_sync("hi", timeout=5)
+    assert [r.headers["x-api-key"] for r in server.requests] == ["sk-first", "sk-rotated"]
+
+
+def test_profile_pricing_gives_the_cost_of_a_response(
+    shipped: RuntimeConfig, monkeypatch: pytest.MonkeyPatch, server: MockProviderServer
+) -> None:
+    pricing = ModelPricingConfig(input=2.0, output=8.0)
+    config = with_profile(shipped, "gemini", base_url=server.base_url("gemini"), pricing=pricing)
+    monkeypatch.setenv("GEMINI_API_KEY", "g-key")
+    server.enqueue(ScriptedTurn(text="priced", usage=Usage(input_tokens=1000, output_tokens=100)))
+    model = from_config("gemini", config=config)
+    response = model.generate_sync(ChatRequest(messages=[UserMessage(content="hi")]), timeout=5)
+    assert response.cost == pytest.approx((1000 * 2.0 + 100 * 8.0) / 1e6)
+
+
+def test_from_config_with_only_a_name_reads_the_shipped_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(SHIPPED.parents[1])
+    monkeypatch.delenv("AGENT_RUNTIME_CONFIG", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-env")
+    model = from_config("anthropic")
+    assert type(model) is AnthropicModel and model.info.model == "claude-sonnet-4-5"
+
+
+def test_the_thinking_budgets_of_the_config_reach_the_provider(
+    shipped: RuntimeConfig, monkeypatch: pytest.MonkeyPatch, server: MockProviderServer
+) -> None:
+    config = with_profile(shipped, "anthropic", base_url=server.base_url("anthropic"))
+    budgets = config.thinking_budgets.model_copy(update={"high": 12345})
+    config = config.model_copy(update={"thinking_budgets": budgets})
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-env")
+    server.enqueue("thought about it")
+    request = ChatRequest(messages=[UserMessage(content="hi")], reasoning="high")
+    from_config("anthropic", config=config).generate_sync(request, timeout=5)
+    assert server.requests[0].json["thinking"] == {"type": "enabled", "budget_tokens": 12345}
