@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +138,7 @@ class ToolBatch:
 
         return update
 
-    async def run(self) -> AsyncIterator[Event]:
+    async def run(self) -> AsyncGenerator[Event, None]:
         """Yield the batch's execution events; `outcome` holds the results afterwards."""
         remove = self.signal.on_abort(lambda _: self._poke())
         try:
@@ -150,14 +151,20 @@ class ToolBatch:
                     if steering:
                         self.outcome.steering = steering
                         break
-                async for event in self._run_group(group):
-                    yield event
+                group_events = self._run_group(group)
+                async with aclosing(group_events):
+                    async for event in group_events:
+                        yield event
                 if self.outcome.aborted is not None:
                     break
         finally:
             remove()
-            for task in self._tasks:
+            # Only left running when the generator is closed mid-group (aclose): cancel them
+            # and close their contexts, so no update outlives the batch.
+            for task, call in self._tasks.items():
                 task.cancel()
+                self._contexts[call.id].close()
+            self._tasks.clear()
         if self.signal.aborted and self.outcome.aborted is None:
             self.outcome.aborted = str(self.signal.reason)
         for call in self.calls:
@@ -169,7 +176,7 @@ class ToolBatch:
                     result = skipped_result(call)
             self.outcome.results.append((call, result))
 
-    async def _run_group(self, group: list[ToolCall]) -> AsyncIterator[Event]:
+    async def _run_group(self, group: list[ToolCall]) -> AsyncGenerator[Event, None]:
         for call in group:
             yield self.stamp(
                 ToolExecutionStart(tool_call_id=call.id, name=call.name, args=call.arguments)
@@ -215,7 +222,9 @@ class ToolBatch:
                 reason = str(self.signal.reason)
                 for task, call in list(self._tasks.items()):
                     task.cancel()
-                    result = abandoned_result(call, reason, self._contexts[call.id].last_partial)
+                    ctx = self._contexts[call.id]
+                    ctx.close()  # from here its updates are dropped and last_partial is fixed
+                    result = abandoned_result(call, reason, ctx.last_partial)
                     self._done[call.id] = result
                     yield self._end_event(call, result)
                 self._tasks.clear()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import aclosing
 
 import structlog
 
@@ -51,7 +52,8 @@ class _Run:
         self.signal = signal if signal is not None else AbortSignal()
         self.seq = 0
         self.tool_turns = 0
-        self.pending: list[Message] = []
+        self.pending: list[Message] = []  # taken from a getter, not yet delivered
+        self.pending_are_follow_ups = False
         key = config.agent
         self.log = log.bind(
             run_id=config.run_id,
@@ -73,18 +75,44 @@ class _Run:
         return [self.stamp(MessageStart(message=message)), self.stamp(MessageEnd(message=message))]
 
     def take_steering(self) -> list[Message]:
+        """Steering queued by the owner; nothing once aborted (it stays in the queue)."""
         getter = self.config.get_steering_messages
-        return list(getter()) if getter is not None else []
+        if getter is None or self.signal.aborted:
+            return []
+        return list(getter())
 
     def take_follow_ups(self) -> list[Message]:
+        """Follow-ups queued by the owner; nothing once aborted (they stay in the queue)."""
         getter = self.config.get_follow_up_messages
-        return list(getter()) if getter is not None else []
+        if getter is None or self.signal.aborted:
+            return []
+        return list(getter())
+
+    def deliver_pending(self) -> Iterator[Event]:
+        """Commit the pending messages. Each leaves `pending` once its MessageStart is out, so
+        a run closed at that MessageStart hands it back and one closed later does not."""
+        while self.pending:
+            start, end = self.commit(self.pending[0])
+            yield start
+            del self.pending[0]
+            yield end
+        self.pending_are_follow_ups = False
 
     def hand_back(self) -> None:
-        """Return steering taken but not delivered, so no queued message is lost."""
-        if self.pending and self.config.on_undelivered_steering is not None:
-            self.config.on_undelivered_steering(list(self.pending))
-        self.pending = []
+        """Return messages taken from a getter but not delivered, so no queued message is lost."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        config = self.config
+        if self.pending_are_follow_ups:
+            callback, kind = config.on_undelivered_follow_ups, "follow_up"
+        else:
+            callback, kind = config.on_undelivered_steering, "steering"
+        self.pending_are_follow_ups = False
+        if callback is None:
+            self.log.warning("loop.messages.undelivered", kind=kind, count=len(pending))
+            return
+        callback(pending)
 
     def canceled(self, reason: str) -> Event:
         self.hand_back()
@@ -94,106 +122,114 @@ class _Run:
     async def events(self) -> AsyncIterator[Event]:
         started = time.monotonic()
         self.log.info("loop.run.started", prompts=len(self.prompts), history=len(self.messages))
-        yield self.stamp(AgentStart())
-        yield self.stamp(TurnStart())
-        for prompt in self.prompts:
-            for event in self.commit(prompt):
-                yield event
-        first_turn = True
-        self.pending = self.take_steering()
-        while True:
+        try:
+            yield self.stamp(AgentStart())
+            yield self.stamp(TurnStart())
+            for prompt in self.prompts:
+                for event in self.commit(prompt):
+                    yield event
+            first_turn = True
+            self.pending = self.take_steering()
             while True:
+                while True:
+                    if self.signal.aborted:
+                        yield self.canceled(str(self.signal.reason))
+                        return
+                    if not first_turn:
+                        yield self.stamp(TurnStart())
+                    first_turn = False
+                    for event in self.deliver_pending():
+                        yield event
+                    outcome = TurnOutcome()
+                    request, violations = await build_request(
+                        self.messages, self.system_prompt, self.tools, self.config
+                    )
+                    if request is None:
+                        reason = "invalid_transcript: " + "; ".join(violations)
+                        yield self.stamp(Error(reason=reason))
+                        return
+                    turn = stream_turn(request, self.config, self.signal, self.stamp, outcome)
+                    async with aclosing(turn):
+                        async for event in turn:
+                            yield event
+                    if outcome.aborted is not None:
+                        yield self.canceled(outcome.aborted)
+                        return
+                    if outcome.error is not None or outcome.message is None:
+                        self.log.warning("loop.run.failed", error=outcome.error)
+                        yield self.stamp(
+                            Error(reason=outcome.error or "no answer", partial=outcome.partial)
+                        )
+                        return
+                    message = outcome.message
+                    if message.stop_reason in ("error", "aborted"):
+                        # The provider refused or cut the answer (e.g. a content filter): like
+                        # a failed attempt it is announced but not committed, and the run fails.
+                        yield self.stamp(MessageEnd(message=message))
+                        reason = f"provider_stopped: {message.error_message or message.stop_reason}"
+                        yield self.stamp(Error(reason=reason, partial=message))
+                        return
+                    self.messages.append(message)
+                    self.new_messages.append(message)
+                    yield self.stamp(MessageEnd(message=message))
+                    calls = message.tool_calls
+                    if not calls:
+                        yield self.stamp(TurnEnd(message=message, tool_results=[]))
+                        self.pending = self.take_steering()
+                        if self.pending:
+                            continue
+                        break
+                    batch = ToolBatch(
+                        calls, self.tools, self.config, self.signal, self.stamp, self.take_steering
+                    )
+                    batch_events = batch.run()
+                    async with aclosing(batch_events):
+                        async for event in batch_events:
+                            yield event
+                    self.pending = batch.outcome.steering  # taken at a boundary: deliver it next
+                    results: list[ToolResultMessage] = []
+                    for call, result in batch.outcome.results:
+                        result_message = ToolResultMessage(
+                            tool_call_id=call.id,
+                            tool_name=call.name,
+                            content=result.content,
+                            details=result.details,
+                            is_error=result.is_error,
+                            trust=result.trust,
+                        )
+                        results.append(result_message)
+                        for event in self.commit(result_message):
+                            yield event
+                    yield self.stamp(TurnEnd(message=message, tool_results=results))
+                    if batch.outcome.aborted is not None:
+                        yield self.canceled(batch.outcome.aborted)
+                        return
+                    self.tool_turns += 1
+                    if self.tool_turns >= self.config.max_tool_turns:
+                        self.hand_back()  # what the batch took; the queue keeps the rest
+                        async for event in self._stop_at_turn_limit():
+                            yield event
+                        return
+                    if not self.pending:
+                        self.pending = self.take_steering()
+                # An abort seen before the end wins over it; queued follow-ups stay queued.
                 if self.signal.aborted:
                     yield self.canceled(str(self.signal.reason))
                     return
-                if not first_turn:
-                    yield self.stamp(TurnStart())
-                first_turn = False
-                for message in self.pending:
-                    for event in self.commit(message):
-                        yield event
-                self.pending = []
-                outcome = TurnOutcome()
-                request, violations = await build_request(
-                    self.messages, self.system_prompt, self.tools, self.config
-                )
-                if request is None:
-                    yield self.stamp(Error(reason="invalid_transcript: " + "; ".join(violations)))
-                    return
-                async for event in stream_turn(
-                    request, self.config, self.signal, self.stamp, outcome
-                ):
-                    yield event
-                if outcome.aborted is not None:
-                    yield self.canceled(outcome.aborted)
-                    return
-                if outcome.error is not None or outcome.message is None:
-                    self.hand_back()
-                    self.log.warning("loop.run.failed", error=outcome.error)
-                    yield self.stamp(
-                        Error(reason=outcome.error or "no answer", partial=outcome.partial)
-                    )
-                    return
-                message = outcome.message
-                if message.stop_reason in ("error", "aborted"):
-                    # The provider refused or cut the answer (e.g. a content filter): like a
-                    # failed attempt it is announced but not committed, and the run fails.
-                    self.hand_back()
-                    yield self.stamp(MessageEnd(message=message))
-                    reason = f"provider_stopped: {message.error_message or message.stop_reason}"
-                    yield self.stamp(Error(reason=reason, partial=message))
-                    return
-                self.messages.append(message)
-                self.new_messages.append(message)
-                yield self.stamp(MessageEnd(message=message))
-                calls = message.tool_calls
-                if not calls:
-                    yield self.stamp(TurnEnd(message=message, tool_results=[]))
-                    self.pending = self.take_steering()
-                    if self.pending:
-                        continue
+                follow_ups = self.take_follow_ups()
+                if not follow_ups:
                     break
-                results: list[ToolResultMessage] = []
-                batch = ToolBatch(
-                    calls, self.tools, self.config, self.signal, self.stamp, self.take_steering
-                )
-                async for event in batch.run():
-                    yield event
-                for call, result in batch.outcome.results:
-                    result_message = ToolResultMessage(
-                        tool_call_id=call.id,
-                        tool_name=call.name,
-                        content=result.content,
-                        details=result.details,
-                        is_error=result.is_error,
-                        trust=result.trust,
-                    )
-                    results.append(result_message)
-                    for event in self.commit(result_message):
-                        yield event
-                yield self.stamp(TurnEnd(message=message, tool_results=results))
-                if batch.outcome.aborted is not None:
-                    self.pending = batch.outcome.steering
-                    yield self.canceled(batch.outcome.aborted)
-                    return
-                self.tool_turns += 1
-                self.pending = batch.outcome.steering or self.take_steering()
-                if self.tool_turns >= self.config.max_tool_turns:
-                    self.hand_back()
-                    async for event in self._stop_at_turn_limit():
-                        yield event
-                    return
-            follow_ups = self.take_follow_ups()
-            if not follow_ups:
-                break
-            self.pending = follow_ups
-        self.log.info(
-            "loop.run.finished",
-            new_messages=len(self.new_messages),
-            tool_turns=self.tool_turns,
-            seconds=round(time.monotonic() - started, 4),
-        )
-        yield self.stamp(AgentEnd(new_messages=list(self.new_messages)))
+                self.pending, self.pending_are_follow_ups = follow_ups, True
+            self.log.info(
+                "loop.run.finished",
+                new_messages=len(self.new_messages),
+                tool_turns=self.tool_turns,
+                seconds=round(time.monotonic() - started, 4),
+            )
+            yield self.stamp(AgentEnd(new_messages=list(self.new_messages)))
+        finally:
+            # Closed early (aclose, or an exception from a callback): nothing taken is lost.
+            self.hand_back()
 
     async def _stop_at_turn_limit(self) -> AsyncIterator[Event]:
         limit = self.config.max_tool_turns

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ def _prepare(config: LoopConfig, runtime: Runtime) -> LoopConfig:
 def _new_stream(config: LoopConfig, owner: Any) -> EventStream:
     return EventStream(
         max_queue=config.stream_max_queue,
-        overflow=config.stream_overflow,  # type: ignore[arg-type]
+        overflow=config.stream_overflow,
         owner=owner,
         run_id=config.run_id,
         agent=config.agent,
@@ -45,8 +46,10 @@ async def pump(events: AsyncIterator[Event], stream: EventStream, signal: AbortS
     """Move a run's events into `stream`, ending it with the run's terminal.
 
     Backpressure: with a `block` stream the run waits for the reader. If the stream ends
-    first (canceled by its owner, its timeout or a reader), the run is aborted and closed.
-    A crash of the loop ends the stream with `Error("loop_crashed: ...")`.
+    first (canceled by its owner, its timeout or a reader), the run is aborted and closed;
+    if it overflows (`error` policy, or a `block` push timing out), the run is aborted and
+    the stream ends with `Error("stream_overflow: ...")`. A crash of the loop ends the
+    stream with `Error("loop_crashed: ...")`. The stream always ends.
     """
     try:
         async for event in events:
@@ -58,9 +61,13 @@ async def pump(events: AsyncIterator[Event], stream: EventStream, signal: AbortS
                 stream.cancel(event.reason)
             else:
                 await stream.apush(event)
-    except (StreamClosed, StreamOverflow) as exc:
+    except StreamClosed:
         signal.abort("stream_closed")
-        log.info("loop.stream.closed_early", reason=type(exc).__name__)
+        log.info("loop.stream.closed_early")
+    except StreamOverflow as exc:
+        signal.abort("stream_overflow")
+        log.warning("loop.stream.overflowed", max_queue=stream.max_queue)
+        stream.error(f"stream_overflow: {exc}")
     except asyncio.CancelledError:
         signal.abort("task_cancelled")
         stream.cancel("task_cancelled")
@@ -72,6 +79,25 @@ async def pump(events: AsyncIterator[Event], stream: EventStream, signal: AbortS
         aclose = getattr(events, "aclose", None)
         if aclose is not None:
             await aclose()
+        if stream.error("loop_crashed: the run ended without a terminal event"):
+            log.error("loop.stream.no_terminal")
+
+
+def _start(
+    runtime: Runtime, events: AsyncIterator[Event], stream: EventStream, signal: AbortSignal
+) -> None:
+    """Submit the pump to the runtime's event loop; a task that never runs (canceled before
+    it started, e.g. by a stopping runtime) still ends the stream."""
+    future = runtime.loop_tasks.submit(pump(events, stream, signal))
+
+    def ended(done: concurrent.futures.Future[None]) -> None:
+        if done.cancelled():
+            signal.abort("task_cancelled")
+            stream.cancel("task_cancelled")
+        elif (exc := done.exception()) is not None:
+            stream.error(f"loop_crashed: {type(exc).__name__}: {exc}")
+
+    future.add_done_callback(ended)
 
 
 def stream(
@@ -93,7 +119,7 @@ def stream(
     config = _prepare(config, runtime)
     signal = signal if signal is not None else runtime.abort_table.new()
     out = event_stream if event_stream is not None else _new_stream(config, owner)
-    runtime.loop_tasks.submit(pump(run(prompts, context, config, signal), out, signal))
+    _start(runtime, run(prompts, context, config, signal), out, signal)
     return out
 
 
@@ -115,5 +141,5 @@ def stream_continue(
     config = _prepare(config, runtime)
     signal = signal if signal is not None else runtime.abort_table.new()
     out = event_stream if event_stream is not None else _new_stream(config, owner)
-    runtime.loop_tasks.submit(pump(continue_run(context, config, signal), out, signal))
+    _start(runtime, continue_run(context, config, signal), out, signal)
     return out

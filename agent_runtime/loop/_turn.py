@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from agent_runtime.abort import Aborted, AbortSignal
@@ -17,9 +18,15 @@ from agent_runtime.events import (
     ProviderRetry,
     ProviderRetryEnd,
 )
-from agent_runtime.llm._abortable import await_abortable
+from agent_runtime.llm._abortable import await_abortable, iterate_abortable
+from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
-from agent_runtime.llm.errors import LLMError
+from agent_runtime.llm.errors import (
+    AuthenticationError,
+    InvalidRequestError,
+    LLMError,
+    PermissionDeniedError,
+)
 from agent_runtime.llm.middleware.retrying import backoff_delay
 from agent_runtime.llm.types import (
     ChatRequest,
@@ -29,11 +36,62 @@ from agent_runtime.llm.types import (
     ToolCallDelta,
 )
 from agent_runtime.loop._transcript import validate_transcript
-from agent_runtime.loop.types import LoopConfig
+from agent_runtime.loop.types import LoopConfig, RetryPolicy
 from agent_runtime.messages import AssistantMessage, Message, TextContent, ThinkingContent
 from agent_runtime.tools import Tool
 
 Stamp = Callable[[Event], Event]
+
+NEVER_RETRIED = (AuthenticationError, PermissionDeniedError, InvalidRequestError)
+"""Errors that end the run even when marked retryable: retrying cannot fix a bad key or a
+bad request (`ContextLengthExceededError` is an `InvalidRequestError`)."""
+
+
+def is_retryable(error: LLMError) -> bool:
+    """Whether the loop retries `error`: marked retryable and not of a never-retried kind."""
+    return error.retryable and not isinstance(error, NEVER_RETRIED)
+
+
+def open_stream(
+    request: ChatRequest, config: LoopConfig, signal: AbortSignal
+) -> AsyncIterator[StreamChunk]:
+    """The model's stream for `request`, closed at once on abort.
+
+    A `BaseChatModel` (every adapter and middleware) races its reads against the signal
+    itself; any other `ChatModel` is wrapped so that one ignoring `signal` cannot hold an
+    aborted run.
+    """
+    chunks = config.model.stream(request, signal=signal)
+    if isinstance(config.model, BaseChatModel):
+        return chunks
+    return iterate_abortable(chunks, signal)
+
+
+async def close_stream(chunks: AsyncIterator[StreamChunk]) -> None:
+    """Close a model stream (its HTTP response) if it can be closed; idempotent, never raises
+    (a failure to close is not the run's failure)."""
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+def retry_delay(attempt: int, error: LLMError, policy: RetryPolicy) -> float:
+    """Seconds before retry number `attempt`: the jittered backoff, never above `max_delay`
+    (the jitter spreads below the cap, not past it) unless a retry-after hint asks for more,
+    honoured up to `max_retry_after`."""
+    delay = backoff_delay(
+        attempt,
+        error,
+        base_delay=policy.base_delay,
+        max_delay=policy.max_delay,
+        max_retry_after=policy.max_retry_after,
+        jitter=policy.jitter,
+    )
+    cap = policy.max_delay
+    if error.retry_after is not None:
+        cap = max(cap, min(error.retry_after, policy.max_retry_after))
+    return min(delay, cap)
 
 
 @dataclass
@@ -103,7 +161,7 @@ async def stream_turn(
     signal: AbortSignal,
     stamp: Stamp,
     outcome: TurnOutcome,
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Call the model, yielding MessageStart/Update/End and retry events; fill `outcome`.
 
     A failed attempt ends with a MessageEnd of its partial message (stop_reason `error`) and
@@ -118,13 +176,17 @@ async def stream_turn(
         builder = ChatResponseBuilder(model=info.model, provider=info.provider)
         started = False
         try:
-            async for chunk in model.stream(request, signal=signal):
-                if not started:
-                    started = True
-                    yield stamp(MessageStart(message=builder.snapshot()))
-                delta = _delta(chunk, builder.add(chunk))
-                if delta is not None:
-                    yield stamp(MessageUpdate(message=builder.snapshot(), delta=delta))
+            chunks = open_stream(request, config, signal)
+            try:
+                async for chunk in chunks:
+                    if not started:
+                        started = True
+                        yield stamp(MessageStart(message=builder.snapshot()))
+                    delta = _delta(chunk, builder.add(chunk))
+                    if delta is not None:
+                        yield stamp(MessageUpdate(message=builder.snapshot(), delta=delta))
+            finally:
+                await close_stream(chunks)  # a run closed mid-answer closes it now, not at GC
             response = builder.build()
         except Aborted as abort:
             partial = builder.snapshot(stop_reason="aborted", with_calls=False)
@@ -140,18 +202,11 @@ async def stream_turn(
                 yield stamp(MessageEnd(message=partial))
             if attempt:
                 yield stamp(ProviderRetryEnd(attempt=attempt, outcome="failed"))
-            if not error.retryable or attempt >= policy.max_retries:
+            if not is_retryable(error) or attempt >= policy.max_retries:
                 outcome.error, outcome.partial = f"{error.code}: {error.message}", partial
                 return
             attempt += 1
-            delay = backoff_delay(
-                attempt,
-                error,
-                base_delay=policy.base_delay,
-                max_delay=policy.max_delay,
-                max_retry_after=policy.max_retry_after,
-                jitter=policy.jitter,
-            )
+            delay = retry_delay(attempt, error, policy)
             yield stamp(ProviderRetry(attempt=attempt, delay=delay, error=str(error)))
             try:
                 await await_abortable(asyncio.sleep(delay), signal)

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_runtime._key import AgentKey
+from agent_runtime.event_stream import OverflowPolicy
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.types import ReasoningLevel
 from agent_runtime.messages import Message
@@ -46,12 +47,21 @@ class AgentContext(BaseModel):
 
 
 class LoopConfig(BaseModel):
-    """How a run behaves. Callables are called on the loop's event-loop thread and must not
-    block: `get_steering_messages` / `get_follow_up_messages` return (and consume) queued
-    messages, `convert_to_llm` filters what the model sees, `transform_context` (sync or
-    async) rewrites the transcript before each call (e.g. truncation), and
-    `on_undelivered_steering` receives steering messages the run took but could not deliver
-    (abort, tool-turn limit), so the owner can queue them again.
+    """How a run behaves.
+
+    Callables are called on the run's event-loop thread, so a slow one stalls every run on
+    that loop (by design: no thread hop per call); they must not block:
+    - `get_steering_messages` / `get_follow_up_messages` return (and consume) queued
+      messages; the loop delivers exactly what one call returns before the next model call
+      (so a getter returning one message gives `one_at_a_time`). They are not called once
+      the run is aborted.
+    - `convert_to_llm` filters what the model sees; `transform_context` rewrites the
+      transcript before each call (e.g. `context.make_transform`); make a slow transform
+      `async def` (it is awaited) and offload CPU-heavy work with `asyncio.to_thread`.
+    - `on_undelivered_steering` / `on_undelivered_follow_ups` receive messages the run took
+      from a getter but could not deliver (abort, tool-turn limit, the generator closed),
+      so the owner can queue them again; each message is either delivered (its MessageEnd
+      yielded) or handed back, never both.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -67,6 +77,7 @@ class LoopConfig(BaseModel):
     convert_to_llm: Callable[[list[Message]], list[Message]] | None = None
     transform_context: MessagesTransform | None = None
     on_undelivered_steering: Callable[[list[Message]], None] | None = None
+    on_undelivered_follow_ups: Callable[[list[Message]], None] | None = None
     temperature: float | None = Field(None, ge=0)
     max_output_tokens: int | None = Field(None, ge=1)
     reasoning: ReasoningLevel | None = None
@@ -76,4 +87,4 @@ class LoopConfig(BaseModel):
     runtime: Any = None
     run_sync: SyncRunner | None = None
     stream_max_queue: int = Field(10_000, ge=1)
-    stream_overflow: str = "block"
+    stream_overflow: OverflowPolicy = "block"

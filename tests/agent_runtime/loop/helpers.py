@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -53,6 +54,23 @@ def results_of(events: Sequence[Event]) -> list[ToolResultMessage]:
     return [m for m in committed(events) if isinstance(m, ToolResultMessage)]
 
 
+def daemon_run_sync(fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+    """A `LoopConfig.run_sync` on daemon threads (not asyncio's default executor, which
+    `asyncio.run` would wait for when a test abandons a tool)."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=work, daemon=True).start()
+    return future
+
+
 def drive(
     model: ScriptedModel,
     tools: Sequence[Tool] = (),
@@ -66,28 +84,10 @@ def drive(
 ) -> list[Event]:
     """Run the loop to its end on a fresh event loop; optionally abort when an event matches.
 
-    Sync tools run on daemon threads (not asyncio's default executor, which `asyncio.run`
-    would wait for when a test abandons a tool).
+    Sync tools run on daemon threads (`daemon_run_sync`).
     """
     signal = signal or AbortSignal()
-
-    def run_sync(fn: Callable[[], Any]) -> Any:
-        import concurrent.futures
-
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def work() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(fn())
-            except BaseException as exc:
-                future.set_exception(exc)
-
-        threading.Thread(target=work, daemon=True).start()
-        return future
-
-    config = LoopConfig(model=model, run_sync=run_sync, **options)
+    config = LoopConfig(model=model, run_sync=daemon_run_sync, **options)
     context = AgentContext(system_prompt="sys", messages=list(history), tools=list(tools))
     prompts: list[Message] = [UserMessage(content=prompt)] if prompt else []
 

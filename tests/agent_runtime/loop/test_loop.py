@@ -189,20 +189,27 @@ def test_steering_skips_the_rest_of_the_batch_and_enters_before_the_next_call() 
 
 
 def test_steering_after_a_text_only_turn_calls_the_model_again() -> None:
-    queue: list[Message] = [UserMessage(content="one more thing")]
-    delivered = {"done": False}
+    polls: list[int] = []
 
     def steering() -> list[Message]:
-        if delivered["done"]:
-            return []
-        delivered["done"] = True
-        return list(queue)
+        polls.append(len(polls))
+        # Nothing at the start; the message arrives while the first answer streams.
+        return [UserMessage(content="one more thing")] if len(polls) == 2 else []
 
     model = ScriptedModel(["first", "second"])
     events = drive(model, get_steering_messages=steering)
-    # Lemon polls steering once before the first call too; the message goes there.
-    assert model.call_count == 1 or model.requests[1].messages[-1].text == "one more thing"  # type: ignore[union-attr]
-    assert isinstance(events[-1], AgentEnd)
+    assert model.call_count == 2
+    assert model.requests[1].messages[-1].text == "one more thing"  # type: ignore[union-attr]
+    kinds = names(events)
+    first_turn_end = kinds.index("TurnEnd")
+    assert kinds[first_turn_end + 1 : first_turn_end + 4] == [
+        "TurnStart",
+        "MessageStart",
+        "MessageEnd",
+    ]
+    end = events[-1]
+    assert isinstance(end, AgentEnd)
+    assert [m.text for m in end.new_messages] == ["go", "first", "one more thing", "second"]  # type: ignore[union-attr]
 
 
 def test_follow_ups_start_a_new_turn_when_the_agent_would_stop() -> None:
@@ -280,25 +287,25 @@ def test_an_invalid_transcript_is_refused_before_the_provider_is_called() -> Non
 
 def test_max_tool_turns_ends_with_an_explanation_and_hands_back_steering() -> None:
     handed: list[Message] = []
-    turns = [calls_turn(call(f"c{i}", "echo", text=str(i))) for i in range(5)]
-    queue = [UserMessage(content="late steer")]
+    queue: list[Message] = []
+
+    @tool
+    def echo2(text: str) -> str:
+        """Echo; the second call of the last allowed turn brings a steering message."""
+        if text == "1a":
+            queue.append(UserMessage(content="late steer"))
+        return text
 
     def steering() -> list[Message]:
-        if len(results_seen) < 2:
-            return []
         taken = list(queue)
         queue.clear()
         return taken
 
-    results_seen: list[int] = []
-
-    @tool
-    def echo2(text: str) -> str:
-        """Echo."""
-        results_seen.append(1)
-        return text
-
-    turns = [calls_turn(call(f"c{i}", "echo2", text=str(i))) for i in range(5)]
+    turns = [
+        calls_turn(call("c0", "echo2", text="0")),
+        calls_turn(call("c1a", "echo2", text="1a"), call("c1b", "echo2", text="1b")),
+        calls_turn(call("c2", "echo2", text="2")),
+    ]
     model = ScriptedModel(turns)
     events = drive(
         model,
@@ -312,8 +319,34 @@ def test_max_tool_turns_ends_with_an_explanation_and_hands_back_steering() -> No
     last = end.new_messages[-1]
     assert isinstance(last, AssistantMessage) and "max_tool_turns=2" in last.text
     assert model.call_count == 2
+    # Taken at the boundary inside the last turn: not delivered, so handed back.
     assert [m.text for m in handed] == ["late steer"]  # type: ignore[attr-defined]
+    assert not any(isinstance(m, UserMessage) and m.text == "late steer" for m in end.new_messages)
     assert not validate_transcript(end.new_messages)
+
+
+def test_max_tool_turns_leaves_steering_it_did_not_take_in_the_queue() -> None:
+    queue: list[Message] = []
+
+    @tool
+    def note() -> str:
+        """Queues a steering message while it runs."""
+        queue.append(UserMessage(content="queued"))
+        return "ok"
+
+    def steering() -> list[Message]:
+        taken = list(queue)
+        queue.clear()
+        return taken
+
+    events = drive(
+        ScriptedModel([calls_turn(call("n", "note"))]),
+        [note],
+        max_tool_turns=1,
+        get_steering_messages=steering,
+    )
+    assert isinstance(events[-1], AgentEnd)
+    assert [m.text for m in queue] == ["queued"]  # type: ignore[attr-defined]
 
 
 def test_tool_updates_become_execution_update_events() -> None:

@@ -7,7 +7,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_runtime.events import AgentEnd, Canceled, Event, ToolExecutionEnd, ToolExecutionStart
+from agent_runtime.events import (
+    AgentEnd,
+    Canceled,
+    Error,
+    Event,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+)
 from agent_runtime.loop import validate_transcript
 from agent_runtime.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
@@ -60,10 +67,15 @@ def test_every_call_gets_exactly_one_result_in_call_order(
         script.append(ScriptedTurn(tool_calls=calls))
     script.extend(ScriptedTurn(text=f"answer {i}") for i in range(len(turns) + 10))
     polls = {"n": 0}
+    given_out: list[str] = []
+    handed_back: list[Message] = []
 
     def steering() -> list[Message]:
         polls["n"] += 1
-        return [UserMessage(content=f"steer {polls['n']}")] if polls["n"] in steer_after else []
+        if polls["n"] not in steer_after:
+            return []
+        given_out.append(f"steer {polls['n']}")
+        return [UserMessage(content=given_out[-1])]
 
     seen = {"n": 0}
 
@@ -79,9 +91,16 @@ def test_every_call_gets_exactly_one_result_in_call_order(
         abort_grace=0.5,
         max_tool_concurrency=concurrency,
         max_tool_turns=10,
+        on_undelivered_steering=handed_back.extend,
     )
     assert isinstance(events[-1], AgentEnd | Canceled)
+    assert not any(isinstance(e, AgentEnd | Canceled | Error) for e in events[:-1])
     transcript = committed(events)
+    # Every steering message taken is delivered (committed) or handed back, exactly once.
+    delivered = [
+        m.text for m in transcript if isinstance(m, UserMessage) and m is not transcript[0]
+    ]
+    assert sorted(delivered + [m.text for m in handed_back]) == sorted(given_out)  # type: ignore[attr-defined]
     assert validate_transcript(transcript) == []
     for index, message in enumerate(transcript):
         if isinstance(message, AssistantMessage) and message.tool_calls:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -146,3 +149,56 @@ def test_backpressure_a_block_stream_holds_the_run_until_read(runtime: Runtime) 
     assert isinstance(events[-1], AgentEnd)
     assert out.stats().dropped == 0
     assert not any(isinstance(e, ToolExecutionEnd) for e in events)
+
+
+def test_stream_continue_refuses_an_empty_or_assistant_ending_context(runtime: Runtime) -> None:
+    config = LoopConfig(model=ScriptedModel([]))
+    with pytest.raises(ValueError) as empty:
+        stream_continue(AgentContext(), config, runtime=runtime)
+    assert str(empty.value) == "Cannot continue: no messages in context"
+    ended = AgentContext(messages=[UserMessage(content="q"), AssistantMessage(content=[])])
+    with pytest.raises(ValueError) as assistant:
+        stream_continue(ended, config, runtime=runtime)
+    assert str(assistant.value) == "Cannot continue from message role: assistant"
+
+
+def test_an_overflowing_error_stream_aborts_the_run_and_ends_with_error(runtime: Runtime) -> None:
+    signal = AbortSignal()
+    chunks = [str(i) for i in range(20)]
+    config = LoopConfig(
+        model=ScriptedModel([ScriptedTurn(chunks=chunks)]),
+        stream_max_queue=3,
+        stream_overflow="error",
+    )
+    out = stream([UserMessage(content="go")], AgentContext(), config, signal, runtime=runtime)
+    with pytest.raises(RunFailed) as info:
+        out.result(timeout=5)
+    assert info.value.reason.startswith("stream_overflow: ")
+    assert signal.aborted and signal.reason == "stream_overflow"
+
+
+def test_a_run_task_canceled_before_it_starts_still_ends_the_stream(runtime: Runtime) -> None:
+    class NeverRuns:
+        def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+            coro.close()
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            future.cancel()
+            return future
+
+    fake = SimpleNamespace(
+        loop_tasks=NeverRuns(), tool_tasks=runtime.tool_tasks, abort_table=runtime.abort_table
+    )
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(model=ScriptedModel(["x"])),
+        runtime=fake,  # type: ignore[arg-type]
+    )
+    with pytest.raises(RunCanceled) as info:
+        out.result(timeout=1)
+    assert info.value.reason == "task_cancelled"
+
+
+def test_stream_overflow_policy_is_checked_when_the_config_is_built() -> None:
+    with pytest.raises(ValueError, match="stream_overflow"):
+        LoopConfig(model=ScriptedModel([]), stream_overflow="drop-old")  # type: ignore[arg-type]
