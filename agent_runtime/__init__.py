@@ -3,6 +3,7 @@
 This module is the whole public surface; see DESIGN.md for the contract.
 """
 
+from agent_runtime._delegate import delegate
 from agent_runtime._errors import (
     AgentBusy,
     AgentRuntimeError,
@@ -85,6 +86,7 @@ from agent_runtime.tools import (
 )
 
 __all__ = [
+    "delegate",
     "AuthenticationError",
     "CapabilityNotSupportedError",
     "ContextLengthExceededError",

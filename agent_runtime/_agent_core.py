@@ -143,6 +143,10 @@ class AgentCore:
         with self.lock:
             return _take(self.follow_ups, self.follow_up_mode)
 
+    def current_system_prompt(self) -> str:
+        with self.lock:
+            return self.system_prompt
+
     def requeue_steering(self, messages: list[Message]) -> None:
         with self.lock:
             self.steering.extendleft(reversed(messages))
@@ -210,6 +214,9 @@ class AgentCore:
             get_steering_messages=self.take_steering,
             get_follow_up_messages=self.take_follow_ups,
             on_undelivered_steering=self.requeue_steering,
+            on_undelivered_follow_ups=self.requeue_follow_ups,
+            get_system_prompt=self.current_system_prompt,
+            spawner=self.runtime.subagents.spawner(self),
             reasoning=None if level == "off" else level,
             run_id=run.run_id,
             agent=self.key,

@@ -188,6 +188,7 @@ class ToolBatch:
                 signal=self.signal,
                 runtime=self.config.runtime,
                 on_update=self._updater(call),
+                spawner=self.config.spawner,
             )
             self._contexts[call.id] = ctx
             coro = execute_tool_call(

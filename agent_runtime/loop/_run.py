@@ -141,6 +141,8 @@ class _Run:
                     for event in self.deliver_pending():
                         yield event
                     outcome = TurnOutcome()
+                    if self.config.get_system_prompt is not None:
+                        self.system_prompt = self.config.get_system_prompt()
                     request, violations = await build_request(
                         self.messages, self.system_prompt, self.tools, self.config
                     )

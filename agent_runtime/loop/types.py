@@ -62,6 +62,9 @@ class LoopConfig(BaseModel):
       from a getter but could not deliver (abort, tool-turn limit, the generator closed),
       so the owner can queue them again; each message is either delivered (its MessageEnd
       yielded) or handed back, never both.
+    - `get_system_prompt`, when set, is asked before every model call (so a system prompt
+      changed mid-run applies to the next call); otherwise the context's prompt is used.
+    - `spawner` becomes `ToolContext.spawn` for the run's tools (the agent wires it).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -86,5 +89,7 @@ class LoopConfig(BaseModel):
     agent: AgentKey | None = None
     runtime: Any = None
     run_sync: SyncRunner | None = None
+    get_system_prompt: Callable[[], str] | None = None
+    spawner: Callable[..., Any] | None = None
     stream_max_queue: int = Field(10_000, ge=1)
     stream_overflow: OverflowPolicy = "block"
