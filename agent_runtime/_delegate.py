@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import Field
 
+from agent_runtime._agent_core import as_messages
 from agent_runtime._errors import AgentBusy, RunCanceled, RunFailed
+from agent_runtime.agent import run_result
 from agent_runtime.messages import TextContent, ToolResult
 from agent_runtime.tools import Tool, ToolContext
 
@@ -19,6 +22,7 @@ def delegate(
     name: str = "delegate",
     description: str | None = None,
     timeout: float | None = None,
+    parallel_safe: bool = False,
     **subagent_options: Any,
 ) -> Tool:
     """A tool that runs `task` on a subagent of `role` and returns its final text.
@@ -28,6 +32,8 @@ def delegate(
     free index, stopped with its parent). Its events reach the caller's subscribers tagged
     with its own key; aborting the caller aborts it. `roles` limits which roles may be asked
     for (None: any). Failures come back as error results the model can read.
+    `parallel_safe=True` lets several delegations of one answer run at once (each claims its
+    own subagent: an idle one, or a new one).
     """
     allowed = list(roles) if roles is not None else None
     what = f"One of: {', '.join(allowed)}." if allowed else "Any role name, e.g. 'research'."
@@ -45,16 +51,22 @@ def delegate(
         if runtime is None or ctx.agent_key is None:
             return _error("delegate needs to run inside an agent of a runtime")
         parent = runtime.registry.lookup(ctx.agent_key)
-        subagent = _idle_child(parent, role)
-        if subagent is None:
-            # Starting an actor blocks briefly on its supervisor: keep that off the event loop.
-            future = runtime.tool_tasks.submit(ctx.spawn, role, **subagent_options)
-            subagent = await asyncio.wrap_future(future)
+        # Picking an idle subagent (or spawning one) and starting its run happen under one
+        # lock per parent, so parallel delegations never claim the same subagent.
+        async with _claim_lock(parent):
+            subagent = _idle_child(parent, role)
+            if subagent is None:
+                # Starting an actor blocks briefly on its supervisor: keep it off the loop.
+                future = runtime.tool_tasks.submit(ctx.spawn, role, **subagent_options)
+                subagent = await asyncio.wrap_future(future)
+            try:
+                record = subagent._core.start(as_messages(task))
+            except AgentBusy:
+                return _error(f"subagent {tuple(subagent.key)} is busy")
         remove = ctx.signal.on_abort(lambda s: subagent.abort(f"parent_aborted: {s.reason}"))
         try:
-            result = await subagent.arun(task, timeout=timeout)
-        except AgentBusy:
-            return _error(f"subagent {tuple(subagent.key)} is busy")
+            terminal = await asyncio.wait_for(asyncio.wrap_future(record.outcome), timeout)
+            result = run_result(record, terminal)
         except RunCanceled as exc:
             return _error(f"subagent {tuple(subagent.key)} was canceled: {exc.reason}")
         except RunFailed as exc:
@@ -74,7 +86,18 @@ def delegate(
         name=name,
         description=description
         or "Hand a self-contained task to a subagent and get its final answer back.",
+        parallel_safe=parallel_safe,
     )
+
+
+_locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def _claim_lock(parent: Any) -> asyncio.Lock:
+    lock = _locks.get(parent)
+    if lock is None:
+        lock = _locks[parent] = asyncio.Lock()
+    return lock
 
 
 def _idle_child(parent: Any, role: str) -> Any:

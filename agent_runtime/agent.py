@@ -185,7 +185,7 @@ class Agent:
             terminal = record.outcome.result(timeout)
         except concurrent.futures.TimeoutError:
             raise TimeoutError(f"run {record.run_id} did not end within {timeout}s") from None
-        return _result(record, terminal)
+        return run_result(record, terminal)
 
     async def arun(
         self, input: str | Message | Sequence[Message], timeout: float | None = None
@@ -196,7 +196,7 @@ class Agent:
             terminal = await asyncio.wait_for(asyncio.wrap_future(record.outcome), timeout)
         except TimeoutError:
             raise TimeoutError(f"run {record.run_id} did not end within {timeout}s") from None
-        return _result(record, terminal)
+        return run_result(record, terminal)
 
     def stream(self, input: str | Message | Sequence[Message]) -> Iterator[Event]:
         """Subscribe, prompt, and yield events until this run's end (inclusive), including
@@ -320,7 +320,8 @@ def _ends(event: Event, key: AgentKey, run_id: str) -> bool:
     )
 
 
-def _result(record: RunRecord, terminal: Event) -> RunResult:
+def run_result(record: RunRecord, terminal: Event) -> RunResult:
+    """The RunResult of a finished run, or its failure raised (RunFailed, RunCanceled)."""
     if isinstance(terminal, Error):
         raise RunFailed(terminal.reason, terminal.partial)
     if isinstance(terminal, Canceled):

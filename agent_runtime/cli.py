@@ -41,8 +41,9 @@ def _tree(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    # Until the agent showcase lands, the demo shows the supervision tree it will run under.
-    return _tree(args)
+    from agent_runtime._demo import run_demo
+
+    return run_demo(Console())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("tree", help="start a runtime, print its supervision tree, stop it")
-    commands.add_parser("demo", help="run the showcase")
+    commands.add_parser(
+        "demo", help="run the offline showcase: delegation, streaming, abort, crash isolation"
+    )
     return parser
 
 

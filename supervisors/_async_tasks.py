@@ -122,7 +122,7 @@ class EventLoopThread:
         return finished and not any(not t.done() for t in self._tasks)
 
 
-class _LoopActor(SupervisedActor):
+class EventLoopActor(SupervisedActor):
     def __init__(self, loop_thread: EventLoopThread, stop_timeout: float) -> None:
         super().__init__()
         self.loop_thread = loop_thread
@@ -145,7 +145,7 @@ class AsyncTaskSupervisor:
 
     def __init__(self, ref: pykka.ActorRef[Any]) -> None:
         actor = actor_of(ref)
-        if not isinstance(actor, _LoopActor):
+        if not isinstance(actor, EventLoopActor):
             raise TypeError(f"{ref} is not an AsyncTaskSupervisor actor")
         self._ref = ref
         self._thread = actor.loop_thread
@@ -154,7 +154,7 @@ class AsyncTaskSupervisor:
     def start(cls, name: str | None = None, *, stop_timeout: float = 5.0) -> AsyncTaskSupervisor:
         """Start the loop thread and its owning actor."""
         loop_thread = EventLoopThread(name or "loop-tasks")
-        return cls(_LoopActor.start(loop_thread, stop_timeout))
+        return cls(EventLoopActor.start(loop_thread, stop_timeout))
 
     @classmethod
     def of(cls, ref: pykka.ActorRef[Any]) -> AsyncTaskSupervisor:

@@ -13,7 +13,7 @@ from supervisors._intensity import Clock, check_intensity
 from supervisors._spec import ChildSpec
 
 
-class _DynamicActor(SupervisorCore):
+class DynamicSupervisorActor(SupervisorCore):
     keeps_stopped_children = False
 
     def __init__(
@@ -77,11 +77,13 @@ class DynamicSupervisor(SupervisorHandle):
             )
         check_intensity(max_restarts, max_seconds)
         label = name or "dynamic-supervisor"
-        return cls(_DynamicActor.start(label, max_children, max_restarts, max_seconds, clock))
+        return cls(
+            DynamicSupervisorActor.start(label, max_children, max_restarts, max_seconds, clock)
+        )
 
-    def _actor(self) -> _DynamicActor:
+    def _actor(self) -> DynamicSupervisorActor:
         actor = self._actor_obj
-        assert isinstance(actor, _DynamicActor)
+        assert isinstance(actor, DynamicSupervisorActor)
         return actor
 
     def start_child(self, spec: ChildSpec) -> pykka.ActorRef[Any]:

@@ -6,14 +6,14 @@ from typing import Any
 
 import pykka
 
-from supervisors._dynamic import DynamicSupervisor, _DynamicActor
-from supervisors._supervisor import Supervisor, _SupervisorActor
+from supervisors._dynamic import DynamicSupervisor, DynamicSupervisorActor
+from supervisors._supervisor import Supervisor, SupervisorActor
 
 
 def supervisor_of(ref: pykka.ActorRef[Any]) -> Supervisor | DynamicSupervisor | None:
     """The handle of the supervisor behind `ref`, or None if `ref` is not a supervisor."""
-    if issubclass(ref.actor_class, _DynamicActor):
+    if issubclass(ref.actor_class, DynamicSupervisorActor):
         return DynamicSupervisor(ref)
-    if issubclass(ref.actor_class, _SupervisorActor):
+    if issubclass(ref.actor_class, SupervisorActor):
         return Supervisor(ref)
     return None

@@ -16,7 +16,7 @@ Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
 STRATEGIES: tuple[str, ...] = ("one_for_one", "one_for_all", "rest_for_one")
 
 
-class _SupervisorActor(SupervisorCore):
+class SupervisorActor(SupervisorCore):
     def __init__(
         self, name: str, strategy: Strategy, max_restarts: int, max_seconds: float, clock: Clock
     ) -> None:
@@ -90,7 +90,7 @@ class Supervisor(SupervisorHandle):
         specs = list(children)
         _check_specs(specs)
         label = name or f"supervisor-{id(specs):x}"
-        ref = _SupervisorActor.start(label, strategy, max_restarts, max_seconds, clock)
+        ref = SupervisorActor.start(label, strategy, max_restarts, max_seconds, clock)
         handle = cls(ref)
         actor = handle._actor()
         try:
@@ -100,9 +100,9 @@ class Supervisor(SupervisorHandle):
             raise
         return handle
 
-    def _actor(self) -> _SupervisorActor:
+    def _actor(self) -> SupervisorActor:
         actor = self._actor_obj
-        assert isinstance(actor, _SupervisorActor)
+        assert isinstance(actor, SupervisorActor)
         return actor
 
     def start_child(self, spec: ChildSpec) -> pykka.ActorRef[Any]:

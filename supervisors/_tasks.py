@@ -138,7 +138,7 @@ class TaskPool:
         return True
 
 
-class _TaskActor(SupervisedActor):
+class TaskPoolActor(SupervisedActor):
     def __init__(self, pool: TaskPool, stop_timeout: float) -> None:
         super().__init__()
         self.pool = pool
@@ -162,7 +162,7 @@ class TaskSupervisor:
 
     def __init__(self, ref: pykka.ActorRef[Any]) -> None:
         actor = actor_of(ref)
-        if not isinstance(actor, _TaskActor):
+        if not isinstance(actor, TaskPoolActor):
             raise TypeError(f"{ref} is not a TaskSupervisor actor")
         self._ref = ref
         self._pool = actor.pool
@@ -183,7 +183,7 @@ class TaskSupervisor:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"invalid max_workers {max_workers!r} (expected an int >= 1)")
         pool = TaskPool(max_workers, name or "tasks")
-        return cls(_TaskActor.start(pool, stop_timeout))
+        return cls(TaskPoolActor.start(pool, stop_timeout))
 
     @classmethod
     def of(cls, ref: pykka.ActorRef[Any]) -> TaskSupervisor:
