@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
+from types import TracebackType
 from typing import Any
 
 import httpx
@@ -141,7 +143,7 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
         on_open: Callable[[str | None], None] | None = None,
-    ) -> AsyncIterator[httpx_sse.ServerSentEvent]:
+    ) -> AsyncGenerator[httpx_sse.ServerSentEvent, None]:
         """POST JSON and yield the server-sent events of the response.
 
         The response is closed when the iteration ends, fails or is cancelled (a cancelled
@@ -188,9 +190,18 @@ class Transport:
         """The mapped error for an error status (or, with status None, an in-stream error)."""
         return map_error(status, parse_body(raw), provider=self.provider, headers=headers)
 
-    def stream_error(self, body: Any) -> LLMError:
-        """The mapped error for an error event that arrived inside a 200 stream."""
-        return map_error(None, body, provider=self.provider)
+    def events(
+        self, path: str, body: Mapping[str, Any], *, params: Mapping[str, str] | None = None
+    ) -> EventStream:
+        """The server-sent events of `POST path` as an `EventStream` (no I/O until iterated)."""
+        return EventStream(self, path, body, params=params)
+
+    def stream_error(self, body: Any, request_id: str | None = None) -> LLMError:
+        """The mapped error for an error event (or error body) inside a 200 answer, carrying
+        `request_id` (an in-stream error has no headers of its own to take it from)."""
+        error = map_error(None, body, provider=self.provider)
+        error.request_id = request_id
+        return error
 
     def _network_error(self, exc: httpx.HTTPError) -> NetworkError:
         kind = type(exc).__name__
@@ -198,3 +209,72 @@ class Transport:
             f"{kind} talking to {self.provider} at {self.base_url}: {exc or kind}",
             provider=self.provider,
         )
+
+
+class EventStream:
+    """The events of one streamed answer, read as `async with ... as stream: async for ...`.
+
+    Guarantees: iteration yields the events that carry data, in order (keep-alive blanks are
+    skipped); leaving the `async with` block, by the end, an error, a `break` or cancellation,
+    closes the HTTP response. `request_id` is the response's once its status line arrived.
+
+    Raises (while iterating): as `Transport.stream_sse`.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        self.request_id: str | None = None
+        self._transport = transport
+        self._events = transport.stream_sse(path, body, params=params, on_open=self._opened)
+
+    def _opened(self, request_id: str | None) -> None:
+        self.request_id = request_id
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self._events.aclose()
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> httpx_sse.ServerSentEvent:
+        while True:
+            event = await anext(self._events)  # StopAsyncIteration ends the stream
+            if event.data.strip():
+                return event
+
+    def json(self, event: httpx_sse.ServerSentEvent) -> Any:
+        """The event's data decoded as JSON.
+
+        Raises:
+            LLMError: the event is named `error` and its data is not JSON (mapped from the text).
+            NetworkError: any other event whose data is not JSON (a garbled stream).
+        """
+        try:
+            return json.loads(event.data)
+        except ValueError as exc:
+            if event.event == "error":
+                raise self.error(event.data) from None
+            raise NetworkError(
+                f"{self._transport.provider} sent a stream event that is not JSON: "
+                f"{event.data[:200]!r}",
+                provider=self._transport.provider,
+                request_id=self.request_id,
+            ) from exc
+
+    def error(self, body: Any) -> LLMError:
+        """The mapped error for an error event of this stream, with its request id."""
+        return self._transport.stream_error(body, self.request_id)

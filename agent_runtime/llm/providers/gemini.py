@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 
-import httpx
+from typing_extensions import Unpack
 
-from agent_runtime.config import ThinkingBudgets
-from agent_runtime.llm._transport import Transport, resolve_api_key
-from agent_runtime.llm.base import BaseChatModel
+from agent_runtime.llm._transport import ApiKey
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import (
     AuthenticationError,
@@ -37,15 +34,8 @@ from agent_runtime.llm.providers._gemini_convert import (
     error_body,
     request_body,
 )
-from agent_runtime.llm.types import (
-    ALL_CAPABILITIES,
-    Capability,
-    ChatRequest,
-    ChatResponse,
-    ModelInfo,
-    ModelPricing,
-    StreamChunk,
-)
+from agent_runtime.llm.providers._http import HttpChatModel, HttpOptions
+from agent_runtime.llm.types import ChatRequest, ChatResponse, StreamChunk
 
 __all__ = ["DEFAULT_BASE_URL", "SYNTHETIC_CALL_ID_PREFIX", "GeminiModel", "gemini"]
 
@@ -55,8 +45,15 @@ _FALLBACK_KEY_ENV = "GOOGLE_API_KEY"
 _DEFAULT_KEY_ENV = "GEMINI_API_KEY"
 
 
-class GeminiModel(BaseChatModel):
-    """A Gemini model over the Generative Language API (build it with `gemini(...)`).
+class GeminiOptions(HttpOptions, total=False):
+    """Keyword options of `gemini()` besides `base_url` (defaults in `GeminiModel`)."""
+
+    api_key_env: str
+
+
+class GeminiModel(HttpChatModel):
+    """A Gemini model over the Generative Language API (build it with `gemini(...)`); `model`
+    and `info.model` are the name without `models/`.
 
     Guarantees: the API key is resolved on every request (a callable is called each time, env
     vars re-read); `stream` yields exactly one `FinishDelta`, and only after Gemini's terminal
@@ -66,116 +63,56 @@ class GeminiModel(BaseChatModel):
     def __init__(
         self,
         model: str,
-        api_key: str | Callable[[], str] | None = None,
+        api_key: ApiKey = None,
         *,
         base_url: str = DEFAULT_BASE_URL,
         api_key_env: str = _DEFAULT_KEY_ENV,
-        timeout: float = 60.0,
-        connect_timeout: float = 10.0,
-        capabilities: Iterable[Capability] | None = None,
-        pricing: ModelPricing | None = None,
-        thinking_budgets: ThinkingBudgets | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        **options: Unpack[HttpOptions],
     ) -> None:
         self.model = model.removeprefix("models/")
-        self._api_key = api_key
-        self._api_key_env = api_key_env
-        self._budgets = thinking_budgets or ThinkingBudgets()
-        self._info = ModelInfo(
+        envs = [api_key_env]
+        if api_key_env == _DEFAULT_KEY_ENV:
+            envs.append(_FALLBACK_KEY_ENV)
+        super().__init__(
+            self.model,
             provider=PROVIDER,
-            model=self.model,
-            capabilities=frozenset(capabilities) if capabilities is not None else ALL_CAPABILITIES,
-            pricing=pricing,
-        )
-        self._transport = Transport(
             base_url=base_url,
-            provider=PROVIDER,
-            headers=self._headers,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            transport=transport,
+            api_key=api_key,
+            api_key_envs=envs,
+            **options,
         )
-
-    @property
-    def info(self) -> ModelInfo:
-        """Provider `gemini`, the model name (without `models/`), capabilities and pricing."""
-        return self._info
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to (without the version path)."""
-        return self._transport.base_url
-
-    def _key_env_names(self) -> list[str]:
-        names = [self._api_key_env]
-        if self._api_key_env == _DEFAULT_KEY_ENV:
-            names.append(_FALLBACK_KEY_ENV)
-        return names
 
     def _headers(self) -> dict[str, str]:
-        key = resolve_api_key(self._api_key)
-        if self._api_key is None:
-            key = next((os.environ[n] for n in self._key_env_names() if os.environ.get(n)), None)
-        if not key:
-            if self._api_key is not None:
-                problem = "the api_key given to gemini() is empty"
-            else:
-                where = " or ".join(self._key_env_names())
-                problem = f"no API key for gemini: pass api_key= or set {where}"
-            raise AuthenticationError(problem, provider=PROVIDER, status=None)
-        return {"x-goog-api-key": key}
+        return {"x-goog-api-key": self._api_key_now() or ""}  # never empty: a missing key raises
 
     def _path(self, method: str) -> str:
         return f"{MODELS_PATH}/{self.model}:{method}"
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
-        body = request_body(request, budgets=self._budgets)
+        body = request_body(request, budgets=self.thinking_budgets)
         decoder = GeminiStreamDecoder()
-        opened: list[str | None] = [None]
-        events = self._transport.stream_sse(
-            self._path("streamGenerateContent"),
-            body,
-            params={"alt": "sse"},
-            on_open=lambda request_id: opened.__setitem__(0, request_id),
+        events = self._transport.events(
+            self._path("streamGenerateContent"), body, params={"alt": "sse"}
         )
-        try:
-            with _wrong_key_as_auth_error():
+        with _wrong_key_as_auth_error():
+            async with events:
                 async for event in events:
-                    for chunk in self._event_chunks(event.data, decoder, opened[0]):
+                    parsed = events.json(event)
+                    error = error_body(parsed)
+                    if error is not None:
+                        raise events.error(error)
+                    if isinstance(parsed, list):
+                        parsed = parsed[0] if parsed else {}
+                    for chunk in decoder.feed(parsed) if isinstance(parsed, Mapping) else []:
                         yield chunk
-                try:
-                    yield decoder.finish()
-                except NetworkError as exc:
-                    exc.request_id = opened[0]
-                    raise
-        finally:
-            if isinstance(events, AsyncGenerator):
-                await events.aclose()
-
-    def _event_chunks(
-        self, data: str, decoder: GeminiStreamDecoder, request_id: str | None
-    ) -> list[StreamChunk]:
-        if not data.strip():
-            return []
-        try:
-            parsed = json.loads(data)
-        except ValueError as exc:
-            raise NetworkError(
-                f"gemini sent a stream event that is not JSON: {data[:200]!r}",
-                provider=PROVIDER,
-                request_id=request_id,
-            ) from exc
-        error = error_body(parsed)
-        if error is not None:
-            failure = self._transport.stream_error(error)
-            failure.request_id = failure.request_id or request_id
-            raise failure
-        if isinstance(parsed, list):
-            parsed = parsed[0] if parsed else {}
-        return decoder.feed(parsed) if isinstance(parsed, Mapping) else []
+            try:
+                yield decoder.finish()
+            except NetworkError as exc:
+                exc.request_id = events.request_id
+                raise
 
     async def _generate(self, request: ChatRequest) -> ChatResponse:
-        body = request_body(request, budgets=self._budgets)
+        body = request_body(request, budgets=self.thinking_budgets)
         with _wrong_key_as_auth_error():
             data, request_id = await self._transport.post_json(self._path("generateContent"), body)
         builder = ChatResponseBuilder(model=self.model, provider=PROVIDER)
@@ -209,10 +146,6 @@ class GeminiModel(BaseChatModel):
             if not token:
                 return names
 
-    async def aclose(self) -> None:
-        """Close the pooled HTTP client of the running event loop."""
-        await self._transport.aclose()
-
 
 @contextlib.contextmanager
 def _wrong_key_as_auth_error() -> Iterator[None]:
@@ -237,16 +170,10 @@ def _wrong_key_as_auth_error() -> Iterator[None]:
 
 def gemini(
     model: str,
-    api_key: str | Callable[[], str] | None = None,
+    api_key: ApiKey = None,
     *,
     base_url: str = DEFAULT_BASE_URL,
-    api_key_env: str = _DEFAULT_KEY_ENV,
-    timeout: float = 60.0,
-    connect_timeout: float = 10.0,
-    capabilities: Iterable[Capability] | None = None,
-    pricing: ModelPricing | None = None,
-    thinking_budgets: ThinkingBudgets | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
+    **options: Unpack[GeminiOptions],
 ) -> GeminiModel:
     """A Gemini model (`gemini-2.5-flash`, ...) over the Generative Language API.
 
@@ -255,20 +182,9 @@ def gemini(
     `base_url` is the API root (the adapter appends `/v1beta/models/...`), for proxies and test
     servers. `capabilities` defaults to all five; with `pricing`, responses carry `cost`.
     `thinking_budgets` gives the `thinkingBudget` of each reasoning level. `transport` is for
-    tests only.
+    tests only; `timeout` and `connect_timeout` are as for every HTTP adapter (`HttpChatModel`).
 
     Raises (on calls, not here):
         AuthenticationError: no key could be found, before any HTTP request.
     """
-    return GeminiModel(
-        model,
-        api_key,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        timeout=timeout,
-        connect_timeout=connect_timeout,
-        capabilities=capabilities,
-        pricing=pricing,
-        thinking_budgets=thinking_budgets,
-        transport=transport,
-    )
+    return GeminiModel(model, api_key, base_url=base_url, **options)

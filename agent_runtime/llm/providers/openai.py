@@ -13,20 +13,14 @@ raises `NetworkError`.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
-from typing import Any, TypedDict, cast
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
-import httpx
-from httpx_sse import ServerSentEvent
 from typing_extensions import Unpack
 
-from agent_runtime.config import ThinkingBudgets
-from agent_runtime.llm._transport import ApiKey, Transport, resolve_api_key
-from agent_runtime.llm.base import BaseChatModel
-from agent_runtime.llm.errors import AuthenticationError, LLMError, NetworkError, ProviderError
+from agent_runtime.llm._transport import ApiKey
+from agent_runtime.llm.errors import NetworkError, ProviderError
+from agent_runtime.llm.providers._http import HttpChatModel, HttpOptions
 from agent_runtime.llm.providers._openai_convert import (
     MaxTokensParam,
     StructuredOutputMode,
@@ -36,16 +30,7 @@ from agent_runtime.llm.providers._openai_convert import (
     response_from_wire,
     stop_reason_of,
 )
-from agent_runtime.llm.types import (
-    ALL_CAPABILITIES,
-    Capability,
-    ChatRequest,
-    ChatResponse,
-    FinishDelta,
-    ModelInfo,
-    ModelPricing,
-    StreamChunk,
-)
+from agent_runtime.llm.types import ChatRequest, ChatResponse, FinishDelta, StreamChunk
 
 __all__ = [
     "HostOptions",
@@ -65,7 +50,7 @@ __all__ = [
 ]
 
 
-class OpenAICompatibleModel(BaseChatModel):
+class OpenAICompatibleModel(HttpChatModel):
     """A ChatModel over the Chat Completions API (`POST {base_url}/chat/completions`).
 
     Guarantees:
@@ -81,10 +66,12 @@ class OpenAICompatibleModel(BaseChatModel):
         AuthenticationError: no key (before any HTTP call; names the env var) or HTTP 401.
         LLMError: an error status or an error event inside a 200 stream, mapped by
             `agent_runtime.llm._error_map` (the request id is kept).
-        NetworkError: the connection failed, or the stream ended with neither `[DONE]` nor
-            a `finish_reason`.
-        ProviderError: an event that is not JSON, or a body without choices.
+        NetworkError: the connection failed, an event is not JSON, or the stream ended with
+            neither `[DONE]` nor a `finish_reason`.
+        ProviderError: a body that is not an object.
     """
+
+    _missing_key_hint = " (for a keyless server: openai_compatible(..., api_key_env=None))"
 
     def __init__(
         self,
@@ -95,111 +82,51 @@ class OpenAICompatibleModel(BaseChatModel):
         provider: str = "openai_compatible",
         api_key_env: str | None = "OPENAI_API_KEY",
         headers: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
-        connect_timeout: float = 10.0,
-        capabilities: Iterable[Capability] | None = None,
-        pricing: ModelPricing | None = None,
-        thinking_budgets: ThinkingBudgets | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         max_tokens_param: MaxTokensParam = "max_tokens",
         structured_output_mode: StructuredOutputMode = "json_schema",
+        **options: Unpack[HttpOptions],
     ) -> None:
-        self._model = model
-        self._api_key = api_key
-        self._api_key_env = api_key_env
+        # Chat Completions takes an effort level, not a token budget: `thinking_budgets` is
+        # kept for a uniform factory signature, not sent.
+        super().__init__(
+            model,
+            provider=provider,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_envs=() if api_key_env is None else (api_key_env,),
+            **options,
+        )
         self._extra_headers = dict(headers or {})
         self._max_tokens_param: MaxTokensParam = max_tokens_param
         self._structured_output_mode: StructuredOutputMode = structured_output_mode
-        # Chat Completions takes an effort level, not a token budget: kept for a uniform
-        # factory signature, not sent.
-        self._thinking_budgets = thinking_budgets or ThinkingBudgets()
-        self._info = ModelInfo(
-            provider=provider,
-            model=model,
-            capabilities=frozenset(ALL_CAPABILITIES if capabilities is None else capabilities),
-            pricing=pricing,
-        )
-        self._transport = Transport(
-            base_url=base_url,
-            provider=provider,
-            headers=self._headers,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            transport=transport,
-        )
-
-    @property
-    def info(self) -> ModelInfo:
-        """Provider, model name, capabilities (all five unless told) and pricing."""
-        return self._info
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to (`.../v1`)."""
-        return self._transport.base_url
 
     def _headers(self) -> dict[str, str]:
-        key = resolve_api_key(self._api_key)
-        if self._api_key is None and self._api_key_env is not None:
-            key = os.environ.get(self._api_key_env)
-        headers: dict[str, str] = {}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        elif self._api_key is not None:
-            raise AuthenticationError(
-                f"no API key for {self._info.provider}: the api_key given resolved to an "
-                "empty value",
-                provider=self._info.provider,
-            )
-        elif self._api_key_env is not None:
-            raise AuthenticationError(
-                f"no API key for {self._info.provider}: set {self._api_key_env} or pass "
-                "api_key= (for a keyless server: openai_compatible(..., api_key_env=None))",
-                provider=self._info.provider,
-            )
+        key = self._api_key_now()
+        headers = {"authorization": f"Bearer {key}"} if key else {}
         headers.update(self._extra_headers)
         return headers
 
     def _body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         return request_body(
             request,
-            model=self._model,
+            model=self._info.model,
             stream=stream,
             max_tokens_param=self._max_tokens_param,
             structured_output_mode=self._structured_output_mode,
         )
 
-    def _in_stream_error(self, payload: Any, request_id: str | None) -> LLMError:
-        error = self._transport.stream_error(payload)
-        error.request_id = error.request_id or request_id
-        return error
-
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
-        request_id: str | None = None
-
-        def opened(rid: str | None) -> None:
-            nonlocal request_id
-            request_id = rid
-
         finish: str | None = None
         done = False
-        events = cast(
-            "AsyncGenerator[ServerSentEvent, None]",
-            self._transport.stream_sse(
-                "/chat/completions", self._body(request, stream=True), on_open=opened
-            ),
-        )
-        async with contextlib.aclosing(events):  # the response is closed before FinishDelta
+        events = self._transport.events("/chat/completions", self._body(request, stream=True))
+        async with events:  # the response is closed before FinishDelta
             async for event in events:
-                data = event.data.strip()
-                if data.startswith("[DONE]"):
+                if event.data.strip().startswith("[DONE]"):
                     done = True
                     break
-                if not data:
-                    continue
-                payload = self._decode(data, event.event, request_id)
+                payload = events.json(event)
                 if event.event == "error" or is_error(payload):
-                    raise self._in_stream_error(payload, request_id)
+                    raise events.error(payload)
                 if not isinstance(payload, Mapping):
                     continue
                 chunks, reason = chunk_deltas(payload)
@@ -211,28 +138,16 @@ class OpenAICompatibleModel(BaseChatModel):
                 f"the {self._info.provider} stream ended with neither [DONE] nor a "
                 "finish_reason (connection cut mid-answer)",
                 provider=self._info.provider,
-                request_id=request_id,
+                request_id=events.request_id,
             )
         yield FinishDelta(reason=stop_reason_of(finish), raw_reason=finish)
-
-    def _decode(self, data: str, event: str | None, request_id: str | None) -> Any:
-        try:
-            return json.loads(data)
-        except ValueError:
-            if event == "error":
-                raise self._in_stream_error(data, request_id) from None
-            raise ProviderError(
-                f"{self._info.provider} sent a stream event that is not JSON: {data[:200]!r}",
-                provider=self._info.provider,
-                request_id=request_id,
-            ) from None
 
     async def _generate(self, request: ChatRequest) -> ChatResponse:
         body, request_id = await self._transport.post_json(
             "/chat/completions", self._body(request, stream=False)
         )
         if is_error(body):
-            raise self._in_stream_error(body, request_id)
+            raise self._transport.stream_error(body, request_id)
         if not isinstance(body, Mapping):
             raise ProviderError(
                 f"{self._info.provider} answered with a body that is not an object",
@@ -241,7 +156,7 @@ class OpenAICompatibleModel(BaseChatModel):
                 body=body,
             )
         return response_from_wire(
-            body, model=self._model, provider=self._info.provider, request_id=request_id
+            body, model=self._info.model, provider=self._info.provider, request_id=request_id
         )
 
     async def list_models(self) -> list[str]:
@@ -258,21 +173,11 @@ class OpenAICompatibleModel(BaseChatModel):
             if isinstance(entry, Mapping) and "id" in entry
         ]
 
-    async def aclose(self) -> None:
-        """Close the pooled HTTP client of the running event loop (a later call opens a new one)."""
-        await self._transport.aclose()
 
-
-class ModelOptions(TypedDict, total=False):
+class ModelOptions(HttpOptions, total=False):
     """Keyword options every factory of this module accepts."""
 
     headers: Mapping[str, str] | None
-    timeout: float
-    connect_timeout: float
-    capabilities: Iterable[Capability] | None
-    pricing: ModelPricing | None
-    thinking_budgets: ThinkingBudgets | None
-    transport: httpx.AsyncBaseTransport | None
     max_tokens_param: MaxTokensParam
     structured_output_mode: StructuredOutputMode
 
@@ -309,18 +214,30 @@ def openai_compatible(
     )
 
 
+# provider: (base_url, api_key_env, option defaults) of each named host
+_HOSTS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "openai": (
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        {"max_tokens_param": "max_completion_tokens"},
+    ),
+    "groq": ("https://api.groq.com/openai/v1", "GROQ_API_KEY", {}),
+    "together": ("https://api.together.xyz/v1", "TOGETHER_API_KEY", {}),
+    "mistral": ("https://api.mistral.ai/v1", "MISTRAL_API_KEY", {}),
+    "deepseek": (
+        "https://api.deepseek.com/v1",
+        "DEEPSEEK_API_KEY",
+        {"structured_output_mode": "json_object"},
+    ),
+    "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", {}),
+}
+
+
 def _host(
-    model: str,
-    api_key: ApiKey,
-    options: HostOptions,
-    *,
-    base_url: str,
-    provider: str,
-    api_key_env: str | None,
-    **defaults: Any,
+    provider: str, model: str, api_key: ApiKey, options: HostOptions
 ) -> OpenAICompatibleModel:
-    settings: dict[str, Any] = {**defaults, **options}
-    settings.setdefault("base_url", base_url)
+    base_url, api_key_env, defaults = _HOSTS[provider]
+    settings: dict[str, Any] = {"base_url": base_url, **defaults, **options}
     return OpenAICompatibleModel(
         model, api_key=api_key, provider=provider, api_key_env=api_key_env, **settings
     )
@@ -330,15 +247,7 @@ def openai(
     model: str, api_key: ApiKey = None, **options: Unpack[HostOptions]
 ) -> OpenAICompatibleModel:
     """OpenAI's own API (`OPENAI_API_KEY`); sends `max_completion_tokens`."""
-    return _host(
-        model,
-        api_key,
-        options,
-        base_url="https://api.openai.com/v1",
-        provider="openai",
-        api_key_env="OPENAI_API_KEY",
-        max_tokens_param="max_completion_tokens",
-    )
+    return _host("openai", model, api_key, options)
 
 
 def ollama(
@@ -376,42 +285,21 @@ def groq(
     model: str, api_key: ApiKey = None, **options: Unpack[HostOptions]
 ) -> OpenAICompatibleModel:
     """Groq (`GROQ_API_KEY`)."""
-    return _host(
-        model,
-        api_key,
-        options,
-        base_url="https://api.groq.com/openai/v1",
-        provider="groq",
-        api_key_env="GROQ_API_KEY",
-    )
+    return _host("groq", model, api_key, options)
 
 
 def together(
     model: str, api_key: ApiKey = None, **options: Unpack[HostOptions]
 ) -> OpenAICompatibleModel:
     """Together AI (`TOGETHER_API_KEY`)."""
-    return _host(
-        model,
-        api_key,
-        options,
-        base_url="https://api.together.xyz/v1",
-        provider="together",
-        api_key_env="TOGETHER_API_KEY",
-    )
+    return _host("together", model, api_key, options)
 
 
 def mistral(
     model: str, api_key: ApiKey = None, **options: Unpack[HostOptions]
 ) -> OpenAICompatibleModel:
     """Mistral La Plateforme (`MISTRAL_API_KEY`)."""
-    return _host(
-        model,
-        api_key,
-        options,
-        base_url="https://api.mistral.ai/v1",
-        provider="mistral",
-        api_key_env="MISTRAL_API_KEY",
-    )
+    return _host("mistral", model, api_key, options)
 
 
 def deepseek(
@@ -419,26 +307,11 @@ def deepseek(
 ) -> OpenAICompatibleModel:
     """DeepSeek (`DEEPSEEK_API_KEY`); structured output uses JSON mode (DeepSeek has no
     `json_schema` response format), with the schema in the system message."""
-    return _host(
-        model,
-        api_key,
-        options,
-        base_url="https://api.deepseek.com/v1",
-        provider="deepseek",
-        api_key_env="DEEPSEEK_API_KEY",
-        structured_output_mode="json_object",
-    )
+    return _host("deepseek", model, api_key, options)
 
 
 def openrouter(
     model: str, api_key: ApiKey = None, **options: Unpack[HostOptions]
 ) -> OpenAICompatibleModel:
     """OpenRouter (`OPENROUTER_API_KEY`)."""
-    return _host(
-        model,
-        api_key,
-        options,
-        base_url="https://openrouter.ai/api/v1",
-        provider="openrouter",
-        api_key_env="OPENROUTER_API_KEY",
-    )
+    return _host("openrouter", model, api_key, options)

@@ -9,55 +9,35 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from agent_runtime.abort import Aborted, AbortSignal
 from agent_runtime.llm import (
+    AuthenticationError,
     CapabilityNotSupportedError,
     ChatRequest,
     NetworkError,
+    ProviderError,
     StructuredOutputError,
     TextDelta,
     ToolSpec,
-    anthropic,
-    gemini,
-    openai_compatible,
 )
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.types import ALL_CAPABILITIES, Capability
 from agent_runtime.messages import ImageContent, TextContent, UserMessage
 from agent_runtime.testing import MockProviderServer, MockResponse, ScriptedTurn
+from tests.agent_runtime.llm import helpers
+from tests.agent_runtime.llm.helpers import HI, run
 
-T = TypeVar("T")
 WIRES = ["openai", "anthropic", "gemini"]
 PROVIDER = {"openai": "openai_compatible", "anthropic": "anthropic", "gemini": "gemini"}
-HI = ChatRequest(messages=[UserMessage(content="hi")])
 ABORT_BOUND = 0.25  # the contract says 50 ms; measured ~1 ms here, the bound allows a busy CI
 
-
-def adapter(wire: str, server: MockProviderServer, **options: Any) -> Any:
-    """The adapter of `wire` for model `model-x`, pointed at the mock server."""
-    options.setdefault("api_key", "key")
-    if wire == "openai":
-        return openai_compatible(server.base_url("openai"), "model-x", **options)
-    if wire == "anthropic":
-        return anthropic("model-x", base_url=server.base_url("anthropic"), **options)
-    return gemini("model-x", base_url=server.base_url("gemini"), **options)
-
-
-def run(model: Any, call: Callable[[], Awaitable[T]]) -> T:
-    """Run `call()` on a fresh loop with a deadline, closing the model's client after."""
-
-    async def main() -> T:
-        try:
-            return await asyncio.wait_for(call(), 10)
-        finally:
-            await model.aclose()
-
-    return asyncio.run(main())
+adapter = partial(helpers.adapter, model="model-x")  # one model name across the wires
 
 
 async def drain(model: BaseChatModel, request: ChatRequest) -> None:
@@ -108,6 +88,21 @@ def test_generate_needs_no_streaming_capability(server: MockProviderServer, wire
     server.enqueue("whole")
     model = adapter(wire, server, capabilities=ALL_CAPABILITIES - {"streaming"})
     assert run(model, lambda: model.generate(HI)).text == "whole"
+
+
+# -- keys ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_callable_key_that_returns_nothing_fails_before_any_request(
+    server: MockProviderServer, wire: str, streaming: bool
+) -> None:
+    model = adapter(wire, server, api_key=lambda: "")
+    with pytest.raises(AuthenticationError, match="empty value") as caught:
+        run(model, (lambda: drain(model, HI)) if streaming else (lambda: model.generate(HI)))
+    assert caught.value.provider == PROVIDER[wire]
+    assert server.requests == []
 
 
 # -- structured output -----------------------------------------------------------------------------
@@ -266,3 +261,29 @@ def test_a_read_timeout_is_a_retryable_network_error(
         run(model, (lambda: drain(model, HI)) if streaming else (lambda: model.generate(HI)))
     assert time.monotonic() - started < 2.0
     assert caught.value.retryable and caught.value.provider == PROVIDER[wire]
+
+
+# -- garbled streams -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_stream_event_that_is_not_json_is_a_network_error(
+    server: MockProviderServer, wire: str
+) -> None:
+    server.enqueue(MockResponse(events=["<html>oops</html>"]))
+    model = adapter(wire, server)
+    with pytest.raises(NetworkError, match="not JSON") as caught:
+        run(model, lambda: drain(model, HI))
+    assert caught.value.retryable and caught.value.request_id == "req_mock"
+    assert caught.value.provider == PROVIDER[wire]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_an_error_event_that_is_not_json_is_mapped_from_its_text(
+    server: MockProviderServer, wire: str
+) -> None:
+    server.enqueue(MockResponse(events=[("error", "upstream exploded")]))
+    model = adapter(wire, server)
+    with pytest.raises(ProviderError, match="upstream exploded") as caught:
+        run(model, lambda: drain(model, HI))
+    assert caught.value.request_id == "req_mock" and caught.value.provider == PROVIDER[wire]

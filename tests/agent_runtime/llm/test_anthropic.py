@@ -7,8 +7,8 @@ import email.utils
 import itertools
 import socket
 import time
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_runtime.abort import Aborted, AbortSignal
-from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import (
     AuthenticationError,
     CapabilityNotSupportedError,
@@ -30,7 +29,7 @@ from agent_runtime.llm.errors import (
     QuotaExceededError,
     RateLimitError,
 )
-from agent_runtime.llm.providers.anthropic import AnthropicModel, anthropic
+from agent_runtime.llm.providers.anthropic import anthropic
 from agent_runtime.llm.types import (
     ChatRequest,
     ChatResponse,
@@ -52,31 +51,11 @@ from agent_runtime.messages import (
 from agent_runtime.testing._wire_anthropic import AnthropicWire
 from agent_runtime.testing.mock_server import MockProviderServer, MockResponse
 from agent_runtime.testing.scripted import ScriptedTurn
+from tests.agent_runtime.llm.helpers import HI, adapter, assembled, collect, generate, run
 
-T = TypeVar("T")
-
-HI = ChatRequest(messages=[UserMessage(content="hi")])
 ABORT_BOUND = 0.25
 
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(asyncio.wait_for(coro, 10))
-
-
-def model_for(server: MockProviderServer, **kwargs: Any) -> AnthropicModel:
-    kwargs.setdefault("api_key", "sk-test")
-    return anthropic("claude-test", base_url=server.base_url("anthropic"), **kwargs)
-
-
-async def collect(model: AnthropicModel, request: ChatRequest = HI) -> list[StreamChunk]:
-    return [chunk async for chunk in model.stream(request)]
-
-
-def assemble(chunks: list[StreamChunk]) -> ChatResponse:
-    builder = ChatResponseBuilder(model="claude-test", provider="anthropic")
-    for chunk in chunks:
-        builder.add(chunk)
-    return builder.build()
+model_for = partial(adapter, "anthropic")
 
 
 def comparable(response: ChatResponse) -> dict[str, Any]:
@@ -114,7 +93,7 @@ def finish(reason: str = "end_turn", output: int = 5) -> list[tuple[str, dict[st
 
 def test_generate_returns_the_text_with_usage_and_request_id(server: MockProviderServer) -> None:
     server.enqueue(ScriptedTurn(text="Hello!", usage=Usage(input_tokens=12, output_tokens=3)))
-    response = run(model_for(server).generate(HI))
+    response = generate(model_for(server))
     assert response.text == "Hello!"
     assert response.stop_reason == "stop"
     assert response.usage == Usage(input_tokens=12, output_tokens=3)
@@ -126,7 +105,7 @@ def test_generate_returns_the_text_with_usage_and_request_id(server: MockProvide
 def test_stream_yields_each_text_delta_and_one_finish(server: MockProviderServer) -> None:
     pieces = [f"w{i} " for i in range(40)]
     server.enqueue(ScriptedTurn(chunks=pieces))
-    chunks = run(collect(model_for(server)))
+    chunks = collect(model_for(server))
     assert [c.text for c in chunks if isinstance(c, TextDelta)] == pieces
     assert [c for c in chunks if isinstance(c, FinishDelta)] == [
         FinishDelta(reason="stop", raw_reason="end_turn")
@@ -141,7 +120,7 @@ def test_parallel_tool_calls_assemble_from_fragments(server: MockProviderServer)
         ToolCall(id="toolu_2", name="time", arguments={"zone": "Europe/Paris"}),
     ]
     server.enqueue(ScriptedTurn(text="Checking.", tool_calls=calls))
-    response = assemble(run(collect(model_for(server))))
+    response = assembled(model_for(server))
     assert response.message.tool_calls == calls
     assert response.stop_reason == "tool_use"
     assert response.text == "Checking."
@@ -164,7 +143,7 @@ def test_interleaved_tool_fragments_are_grouped_by_block_index(
             ]
         )
     )
-    response = assemble(run(collect(model_for(server))))
+    response = assembled(model_for(server))
     assert response.message.tool_calls == [
         ToolCall(id="a", name="f", arguments={"x": 1}),
         ToolCall(id="b", name="g", arguments={"y": 2}),
@@ -175,8 +154,8 @@ def test_usage_counts_cached_input(server: MockProviderServer) -> None:
     usage = Usage(input_tokens=1000, output_tokens=20, cached_input_tokens=800)
     server.enqueue(ScriptedTurn(text="a", usage=usage), ScriptedTurn(text="a", usage=usage))
     model = model_for(server, pricing=ModelPricing(input=3.0, output=15.0, cached_input=0.3))
-    streamed = assemble(run(collect(model)))
-    generated = run(model.generate(HI))
+    streamed = assembled(model)
+    generated = generate(model)
     assert streamed.usage == generated.usage == usage
     assert generated.cost == pytest.approx((200 * 3.0 + 800 * 0.3 + 20 * 15.0) / 1e6)
 
@@ -192,20 +171,20 @@ def test_a_collected_stream_equals_generate(server: MockProviderServer) -> None:
     server.enqueue(turn, turn)
     model = model_for(server)
     request = ChatRequest(messages=[UserMessage(content="6*7?")], reasoning="low")
-    streamed = assemble(run(collect(model, request)))
-    generated = run(model.generate(request))
+    streamed = assembled(model, request)
+    generated = generate(model, request)
     assert comparable(streamed) == comparable(generated)
 
 
 def test_max_tokens_stop_is_a_truncated_answer(server: MockProviderServer) -> None:
     server.enqueue(ScriptedTurn(text="cut o", stop_reason="length"))
-    response = run(model_for(server).generate(HI))
+    response = generate(model_for(server))
     assert response.truncated and response.raw_finish_reason == "max_tokens"
 
 
 def test_a_refusal_ends_with_stop_reason_error(server: MockProviderServer) -> None:
     server.enqueue(MockResponse(events=[start(), *finish("refusal")]))
-    response = assemble(run(collect(model_for(server))))
+    response = assembled(model_for(server))
     assert response.stop_reason == "error"
     assert response.raw_finish_reason == "refusal"
 
@@ -226,7 +205,7 @@ def test_a_ping_mid_stream_changes_nothing(server: MockProviderServer) -> None:
             ]
         )
     )
-    response = assemble(run(collect(model_for(server))))
+    response = assembled(model_for(server))
     assert response.text == "Hello"
     assert response.usage == Usage(input_tokens=4, output_tokens=5)
 
@@ -242,14 +221,14 @@ def test_thinking_and_signature_come_back_byte_identical(server: MockProviderSer
     )
     model = model_for(server)
     first = ChatRequest(messages=[UserMessage(content="6*7?")], reasoning="high")
-    response = assemble(run(collect(model, first)))
+    response = assembled(model, first)
     assert response.message.content[0] == ThinkingContent(
         thinking="Six times seven.", signature=signature
     )
     follow_up = first.model_copy(
         update={"messages": [*first.messages, response.message, UserMessage(content="why?")]}
     )
-    run(model.generate(follow_up))
+    generate(model, follow_up)
     sent = server.requests[1].json["messages"][1]["content"]
     assert sent[0] == {"type": "thinking", "thinking": "Six times seven.", "signature": signature}
     assert sent[1] == {"type": "text", "text": "42"}
@@ -275,13 +254,13 @@ def test_redacted_thinking_round_trips(server: MockProviderServer) -> None:
         "ok",
     )
     model = model_for(server)
-    response = assemble(run(collect(model)))
+    response = assembled(model)
     assert response.message.content == [
         ThinkingContent(thinking="visible", signature="sig-1"),
         ThinkingContent(thinking="", signature="EmwKAhgBEgy3va3pzix/LafPsn4a", redacted=True),
         TextContent(text="done"),
     ]
-    run(model.generate(ChatRequest(messages=[*HI.messages, response.message])))
+    generate(model, ChatRequest(messages=[*HI.messages, response.message]))
     assert server.requests[1].json["messages"][1]["content"] == [
         {"type": "thinking", "thinking": "visible", "signature": "sig-1"},
         {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
@@ -312,7 +291,7 @@ def test_the_request_carries_auth_system_tools_results_and_thinking(
         temperature=0.5,
         max_output_tokens=2000,
     )
-    run(model_for(server, api_key="sk-secret", anthropic_version="2023-06-01").generate(request))
+    generate(model_for(server, api_key="sk-secret", anthropic_version="2023-06-01"), request)
     sent = server.requests[0]
     assert (sent.method, sent.path) == ("POST", "/v1/messages")
     assert sent.headers["x-api-key"] == "sk-secret"
@@ -351,8 +330,8 @@ def test_a_callable_api_key_is_called_for_every_request(server: MockProviderServ
     keys = iter(["sk-1", "sk-2"])
     server.enqueue("a", "b")
     model = model_for(server, api_key=lambda: next(keys))
-    run(model.generate(HI))
-    run(collect(model))
+    generate(model)
+    collect(model)
     assert [r.headers["x-api-key"] for r in server.requests] == ["sk-1", "sk-2"]
 
 
@@ -362,9 +341,9 @@ def test_the_env_var_is_read_on_every_request(
     server.enqueue("a", "b")
     model = model_for(server, api_key=None, api_key_env="ANTHROPIC_TEST_KEY")
     monkeypatch.setenv("ANTHROPIC_TEST_KEY", "sk-env-1")
-    run(model.generate(HI))
+    generate(model)
     monkeypatch.setenv("ANTHROPIC_TEST_KEY", "sk-env-2")
-    run(model.generate(HI))
+    generate(model)
     assert [r.headers["x-api-key"] for r in server.requests] == ["sk-env-1", "sk-env-2"]
 
 
@@ -374,9 +353,9 @@ def test_a_missing_key_names_the_env_var_before_any_request(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     model = model_for(server, api_key=None)
     with pytest.raises(AuthenticationError, match="ANTHROPIC_API_KEY"):
-        run(model.generate(HI))
+        generate(model)
     with pytest.raises(AuthenticationError, match="ANTHROPIC_API_KEY"):
-        run(collect(model))
+        collect(model)
     assert server.requests == []
 
 
@@ -384,15 +363,16 @@ def test_a_missing_capability_fails_before_any_request(server: MockProviderServe
     model = model_for(server, capabilities={"streaming", "tools"})
     request = ChatRequest(messages=HI.messages, reasoning="high")
     with pytest.raises(CapabilityNotSupportedError, match="reasoning"):
-        run(model.generate(request))
+        generate(model, request)
     with pytest.raises(CapabilityNotSupportedError, match="reasoning"):
-        run(collect(model, request))
+        collect(model, request)
     assert server.requests == []
 
 
 def test_list_models(server: MockProviderServer) -> None:
     server.models = ["claude-a", "claude-b"]
-    assert run(model_for(server).list_models()) == ["claude-a", "claude-b"]
+    model = model_for(server)
+    assert run(model, model.list_models) == ["claude-a", "claude-b"]
     sent = server.requests[0]
     assert (sent.method, sent.path, sent.format) == ("GET", "/v1/models", "anthropic")
     assert sent.headers["x-api-key"] == "sk-test"
@@ -412,7 +392,7 @@ def test_list_models_follows_every_page() -> None:
         return httpx.Response(200, json=pages[after])
 
     model = anthropic("claude-test", "sk", transport=httpx.MockTransport(handler))
-    assert run(model.list_models()) == ["c-1", "c-2", "c-3"]
+    assert run(model, model.list_models) == ["c-1", "c-2", "c-3"]
     assert seen == [None, "c-2"]
 
 
@@ -436,7 +416,7 @@ def test_any_split_of_the_byte_stream_assembles_the_same_response(
     def check(cuts: list[int]) -> None:
         points = sorted({*cuts, 0, len(body)})
         server.enqueue(MockResponse(raw=[body[a:b] for a, b in itertools.pairwise(points)]))
-        response = assemble(run(collect(model)))
+        response = assembled(model)
         assert response.message.content == [
             ThinkingContent(thinking="hmm", signature="c2ln"),
             TextContent(text="Bonjour \u00e0 tous"),
@@ -488,7 +468,7 @@ def test_error_statuses_map_to_errors(
     server.enqueue(ScriptedTurn(error=scripted))
     model = model_for(server)
     with pytest.raises(expected) as caught:
-        run(collect(model) if streaming else model.generate(HI))
+        collect(model) if streaming else generate(model)
     error = caught.value
     assert type(error) is expected
     assert (error.provider, error.status, error.retryable) == ("anthropic", status, retryable)
@@ -518,7 +498,7 @@ def test_rate_limits_honour_every_retry_after_form(
         headers = {"retry-after": email.utils.formatdate(time.time() + 30, usegmt=True)}
     server.enqueue(_rate_limited(headers))
     with pytest.raises(RateLimitError) as caught:
-        run(model_for(server).generate(HI))
+        generate(model_for(server))
     assert caught.value.retry_after is not None
     assert low <= caught.value.retry_after <= high
     assert caught.value.retryable
@@ -531,13 +511,8 @@ def test_an_overloaded_error_event_mid_stream_raises_provider_error(
         ScriptedTurn(chunks=["par", "tial"], error=ProviderError("Overloaded", status=529))
     )
     seen: list[StreamChunk] = []
-
-    async def consume() -> None:
-        async for chunk in model_for(server).stream(HI):
-            seen.append(chunk)
-
     with pytest.raises(ProviderError) as caught:
-        run(consume())
+        collect(model_for(server), into=seen)
     error = caught.value
     assert (error.status, error.retryable, error.request_id) == (529, True, "req_mock")
     assert "overloaded_error" in str(error)
@@ -555,19 +530,14 @@ def test_an_error_event_in_a_200_stream_is_mapped_by_its_type(server: MockProvid
         )
     )
     with pytest.raises(RateLimitError, match="too fast"):
-        run(collect(model_for(server)))
+        collect(model_for(server))
 
 
 def test_a_mid_stream_disconnect_is_a_network_error(server: MockProviderServer) -> None:
     server.enqueue(MockResponse(turn=ScriptedTurn(chunks=["a", "b", "c"]), disconnect_after=5))
     seen: list[StreamChunk] = []
-
-    async def consume() -> None:
-        async for chunk in model_for(server).stream(HI):
-            seen.append(chunk)
-
     with pytest.raises(NetworkError) as caught:
-        run(consume())
+        collect(model_for(server), into=seen)
     assert caught.value.retryable and caught.value.provider == "anthropic"
     assert not any(isinstance(c, FinishDelta) for c in seen)
 
@@ -578,10 +548,10 @@ def test_a_refused_connection_is_a_network_error() -> None:
         port = sock.getsockname()[1]
     model = anthropic("claude-test", "sk", base_url=f"http://127.0.0.1:{port}")
     with pytest.raises(NetworkError) as caught:
-        run(model.generate(HI))
+        generate(model)
     assert caught.value.retryable
     with pytest.raises(NetworkError):
-        run(collect(model))
+        collect(model)
 
 
 # -- abort --------------------------------------------------------------------------------------
@@ -619,7 +589,7 @@ def test_cancelling_the_streaming_task_closes_the_response(server: MockProviderS
         # on the live loop: only the cancellation itself can have closed the response
         return await server.disconnected(timeout=1), cancelled_at
 
-    assert _disconnect_latency(*run(main())) < ABORT_BOUND
+    assert _disconnect_latency(*run(model, main)) < ABORT_BOUND
 
 
 def test_aborting_the_signal_ends_the_stream_and_closes_the_response(
@@ -639,6 +609,6 @@ def test_aborting_the_signal_ends_the_stream_and_closes_the_response(
         # on the live loop: only the abort itself can have closed the response
         return await server.disconnected(timeout=1), aborted_at
 
-    disconnected_at, aborted_at = run(main())
+    disconnected_at, aborted_at = run(model, main)
     assert aborted_at > 0
     assert _disconnect_latency(disconnected_at, aborted_at) < ABORT_BOUND

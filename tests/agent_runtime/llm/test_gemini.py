@@ -6,14 +6,13 @@ import asyncio
 import email.utils
 import socket
 import time
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any
 
 import httpx
 import pytest
 
 from agent_runtime.abort import Aborted, AbortSignal
-from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import (
     AuthenticationError,
     CapabilityNotSupportedError,
@@ -27,10 +26,9 @@ from agent_runtime.llm.errors import (
     QuotaExceededError,
     RateLimitError,
 )
-from agent_runtime.llm.providers.gemini import SYNTHETIC_CALL_ID_PREFIX, GeminiModel, gemini
+from agent_runtime.llm.providers.gemini import SYNTHETIC_CALL_ID_PREFIX, gemini
 from agent_runtime.llm.types import (
     ChatRequest,
-    ChatResponse,
     FinishDelta,
     ModelPricing,
     StreamChunk,
@@ -48,42 +46,20 @@ from agent_runtime.messages import (
 )
 from agent_runtime.testing.mock_server import MockProviderServer, MockResponse
 from agent_runtime.testing.scripted import ScriptedTurn
+from tests.agent_runtime.llm.helpers import (
+    HI,
+    adapter,
+    assemble,
+    assembled,
+    collect,
+    generate,
+    run,
+)
 
-T = TypeVar("T")
-
-HI = ChatRequest(messages=[UserMessage(content="hi")])
 ABORT_BOUND = 0.25
 PATH = "/v1beta/models/gemini-test"
 
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(asyncio.wait_for(coro, 10))
-
-
-def model_for(server: MockProviderServer, **kwargs: Any) -> GeminiModel:
-    kwargs.setdefault("api_key", "g-test")
-    return gemini("gemini-test", base_url=server.base_url("gemini"), **kwargs)
-
-
-async def collect(model: GeminiModel, request: ChatRequest = HI) -> list[StreamChunk]:
-    try:
-        return [chunk async for chunk in model.stream(request)]
-    finally:
-        await model.aclose()
-
-
-async def generate(model: GeminiModel, request: ChatRequest = HI) -> ChatResponse:
-    try:
-        return await model.generate(request)
-    finally:
-        await model.aclose()
-
-
-def assemble(chunks: list[StreamChunk]) -> ChatResponse:
-    builder = ChatResponseBuilder(model="gemini-test", provider="gemini")
-    for chunk in chunks:
-        builder.add(chunk)
-    return builder.build()
+model_for = partial(adapter, "gemini")
 
 
 def event(*parts: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -105,7 +81,7 @@ def test_generate_returns_text_and_posts_to_generate_content(
     server: MockProviderServer,
 ) -> None:
     server.enqueue("Hello there")
-    response = run(generate(model_for(server)))
+    response = generate(model_for(server))
     assert response.text == "Hello there"
     assert response.stop_reason == "stop"
     assert response.message.provider == "gemini"
@@ -116,7 +92,7 @@ def test_generate_returns_text_and_posts_to_generate_content(
 def test_stream_yields_many_text_deltas_then_one_finish(server: MockProviderServer) -> None:
     pieces = [f"w{i} " for i in range(25)]
     server.enqueue(ScriptedTurn(chunks=pieces))
-    chunks = run(collect(model_for(server)))
+    chunks = collect(model_for(server))
     assert [c.text for c in chunks if isinstance(c, TextDelta)] == pieces
     assert [c for c in chunks if isinstance(c, FinishDelta)] == [
         FinishDelta(reason="stop", raw_reason="STOP")
@@ -135,10 +111,11 @@ def test_parallel_tool_calls_arrive_whole_with_distinct_indexes(
         ToolCall(id="c3", name="list", arguments={"dir": "/"}),
     ]
     server.enqueue(ScriptedTurn(text="Reading.", tool_calls=calls))
-    chunks = run(collect(model_for(server)))
+    model = model_for(server)
+    chunks = collect(model)
     deltas = [c for c in chunks if isinstance(c, ToolCallDelta)]
     assert [d.index for d in deltas] == [0, 1, 2]
-    response = assemble(chunks)
+    response = assemble(chunks, model.info)
     assert response.message.tool_calls == calls
     assert response.stop_reason == "tool_use"
 
@@ -154,7 +131,7 @@ def test_sse_frames_split_at_arbitrary_bytes_still_parse(server: MockProviderSer
     )
     pieces = [body[i : i + 7] for i in range(0, len(body), 7)]
     server.enqueue(MockResponse(raw=pieces))
-    response = assemble(run(collect(model_for(server))))
+    response = assembled(model_for(server))
     assert [(c.name, c.arguments) for c in response.message.tool_calls] == [
         ("f", {"a": 1}),
         ("g", {}),
@@ -166,10 +143,10 @@ def test_usage_counts_cached_tokens_within_the_input(server: MockProviderServer)
     usage = Usage(input_tokens=1200, output_tokens=40, cached_input_tokens=1000)
     server.enqueue(ScriptedTurn(text="ok", usage=usage), ScriptedTurn(text="ok", usage=usage))
     pricing = ModelPricing(input=1.0, output=2.0, cached_input=0.5)
-    response = run(generate(model_for(server, pricing=pricing)))
+    response = generate(model_for(server, pricing=pricing))
     assert response.usage == usage
     assert response.cost == pytest.approx((200 * 1.0 + 1000 * 0.5 + 40 * 2.0) / 1e6)
-    assert assemble(run(collect(model_for(server)))).usage == usage
+    assert assembled(model_for(server)).usage == usage
 
 
 def test_usage_in_a_chunk_after_the_finish_reason_counts(server: MockProviderServer) -> None:
@@ -181,10 +158,11 @@ def test_usage_in_a_chunk_after_the_finish_reason_counts(server: MockProviderSer
             ]
         )
     )
-    chunks = run(collect(model_for(server)))
+    model = model_for(server)
+    chunks = collect(model)
     assert isinstance(chunks[-1], FinishDelta)
     assert sum(isinstance(c, FinishDelta) for c in chunks) == 1
-    assert assemble(chunks).usage == Usage(input_tokens=9, output_tokens=2)
+    assert assemble(chunks, model.info).usage == Usage(input_tokens=9, output_tokens=2)
 
 
 def test_a_collected_stream_equals_generate(server: MockProviderServer) -> None:
@@ -196,8 +174,8 @@ def test_a_collected_stream_equals_generate(server: MockProviderServer) -> None:
         usage=Usage(input_tokens=10, output_tokens=5, cached_input_tokens=4),
     )
     server.enqueue(turn, turn)
-    streamed = assemble(run(collect(model_for(server))))
-    generated = run(generate(model_for(server)))
+    streamed = assembled(model_for(server))
+    generated = generate(model_for(server))
     exclude: dict[str, Any] = {"request_id": True, "message": {"timestamp"}}
     assert streamed.model_dump(exclude=exclude) == generated.model_dump(exclude=exclude)
 
@@ -209,7 +187,7 @@ def test_finish_reasons_map_to_stop_reasons(
     server: MockProviderServer, raw: str, reason: str
 ) -> None:
     server.enqueue(MockResponse(events=[event({"text": "partial"}, finish=raw)]))
-    response = assemble(run(collect(model_for(server))))
+    response = assembled(model_for(server))
     assert (response.stop_reason, response.raw_finish_reason, response.text) == (
         reason,
         raw,
@@ -219,7 +197,7 @@ def test_finish_reasons_map_to_stop_reasons(
 
 def test_a_blocked_prompt_ends_with_an_error_stop(server: MockProviderServer) -> None:
     server.enqueue(MockResponse(body={"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}}))
-    response = run(generate(model_for(server)))
+    response = generate(model_for(server))
     assert response.stop_reason == "error"
     assert response.raw_finish_reason == "PROMPT_BLOCKED:PROHIBITED_CONTENT"
 
@@ -235,7 +213,7 @@ def test_thinking_is_streamed_and_sent_back_with_its_signature(
     )
     model = model_for(server)
     request = ChatRequest(messages=[UserMessage(content="6*7?")], reasoning="high")
-    first = assemble(run(collect(model)))
+    first = assembled(model)
     assert first.message.content == [
         ThinkingContent(thinking="Compute.", signature="sig-A"),
         TextContent(text="42"),
@@ -243,7 +221,7 @@ def test_thinking_is_streamed_and_sent_back_with_its_signature(
     follow_up = ChatRequest(
         messages=[*request.messages, first.message, UserMessage(content="ok")], reasoning="high"
     )
-    run(generate(model, follow_up))
+    generate(model, follow_up)
     sent = server.requests[1].json
     assert sent["contents"][1] == {
         "role": "model",
@@ -280,12 +258,12 @@ def test_thought_signatures_on_text_and_function_call_parts_are_echoed(
         "ok",
     )
     model = model_for(server)
-    answer = assemble(run(collect(model)))
+    answer = assembled(model)
     results = [
         ToolResultMessage(tool_call_id=c.id, tool_name=c.name, content=[TextContent(text="x")])
         for c in answer.message.tool_calls
     ]
-    run(generate(model, ChatRequest(messages=[*HI.messages, answer.message, *results])))
+    generate(model, ChatRequest(messages=[*HI.messages, answer.message, *results]))
     assert server.requests[1].json["contents"][1]["parts"] == [
         {"text": "summary", "thought": True},
         {"text": "I will look.", "thoughtSignature": "SIG-TEXT"},
@@ -308,7 +286,7 @@ def test_calls_without_ids_get_synthesized_ids_that_are_never_sent_back(
         "It is sunny.",
     )
     model = model_for(server)
-    answer = assemble(run(collect(model)))
+    answer = assembled(model)
     ids = [c.id for c in answer.message.tool_calls]
     assert len(set(ids)) == 2
     assert all(i.startswith(SYNTHETIC_CALL_ID_PREFIX) for i in ids)
@@ -320,7 +298,7 @@ def test_calls_without_ids_get_synthesized_ids_that_are_never_sent_back(
             tool_call_id=ids[1], tool_name="time", content=[TextContent(text="?")], is_error=True
         ),
     ]
-    run(generate(model, ChatRequest(messages=[*HI.messages, answer.message, *results])))
+    generate(model, ChatRequest(messages=[*HI.messages, answer.message, *results]))
     contents = server.requests[1].json["contents"]
     assert contents[1]["parts"] == [
         {"functionCall": {"name": "weather", "args": {"city": "Oslo"}}},
@@ -338,9 +316,9 @@ def test_calls_without_ids_get_synthesized_ids_that_are_never_sent_back(
 def test_real_call_ids_are_echoed_on_calls_and_responses(server: MockProviderServer) -> None:
     server.enqueue(ScriptedTurn(tool_calls=[ToolCall(id="g-7", name="f", arguments={})]), "ok")
     model = model_for(server)
-    answer = run(generate(model))
+    answer = generate(model)
     result = ToolResultMessage(tool_call_id="g-7", tool_name="f", content=[TextContent(text="1")])
-    run(generate(model, ChatRequest(messages=[*HI.messages, answer.message, result])))
+    generate(model, ChatRequest(messages=[*HI.messages, answer.message, result]))
     contents = server.requests[1].json["contents"]
     assert contents[1]["parts"] == [{"functionCall": {"name": "f", "args": {}, "id": "g-7"}}]
     assert contents[2]["parts"] == [
@@ -375,7 +353,7 @@ def test_request_carries_key_system_tools_choice_limits_and_schema(
         reasoning="low",
         response_schema=schema,
     )
-    run(generate(model_for(server), request))
+    generate(model_for(server), request)
     sent = server.requests[0]
     assert sent.headers["x-goog-api-key"] == "g-test"
     assert "key" not in sent.query
@@ -408,8 +386,8 @@ def test_a_callable_api_key_is_called_on_every_request(server: MockProviderServe
     keys = iter(["k1", "k2"])
     server.enqueue("a", "b")
     model = model_for(server, api_key=lambda: next(keys))
-    run(generate(model))
-    run(collect(model))
+    generate(model)
+    collect(model)
     assert [r.headers["x-goog-api-key"] for r in server.requests] == ["k1", "k2"]
 
 
@@ -420,9 +398,9 @@ def test_the_key_is_read_from_gemini_then_google_env_vars(
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.setenv("GOOGLE_API_KEY", "from-google")
     model = model_for(server, api_key=None)
-    run(generate(model))
+    generate(model)
     monkeypatch.setenv("GEMINI_API_KEY", "from-gemini")
-    run(generate(model))
+    generate(model)
     assert [r.headers["x-goog-api-key"] for r in server.requests] == ["from-google", "from-gemini"]
 
 
@@ -433,31 +411,24 @@ def test_a_missing_key_fails_before_any_request(
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     model = model_for(server, api_key=None)
     with pytest.raises(AuthenticationError, match="GEMINI_API_KEY"):
-        run(generate(model))
+        generate(model)
     with pytest.raises(AuthenticationError, match="GEMINI_API_KEY"):
-        run(collect(model))
+        collect(model)
     assert server.requests == []
 
 
 def test_a_missing_capability_fails_before_any_request(server: MockProviderServer) -> None:
     model = model_for(server, capabilities=["tools", "streaming"])
     with pytest.raises(CapabilityNotSupportedError, match="reasoning"):
-        run(generate(model, ChatRequest(messages=HI.messages, reasoning="high")))
+        generate(model, ChatRequest(messages=HI.messages, reasoning="high"))
     with pytest.raises(CapabilityNotSupportedError, match="structured_output"):
-        run(collect(model, ChatRequest(messages=HI.messages, response_schema={"type": "object"})))
+        collect(model, ChatRequest(messages=HI.messages, response_schema={"type": "object"}))
     assert server.requests == []
 
 
 def test_list_models_strips_the_models_prefix(server: MockProviderServer) -> None:
     model = model_for(server)
-
-    async def names() -> list[str]:
-        try:
-            return await model.list_models()
-        finally:
-            await model.aclose()
-
-    assert run(names()) == ["m", "m-large"]
+    assert run(model, model.list_models) == ["m", "m-large"]
     assert server.requests[0].method == "GET"
     assert server.requests[0].path == "/v1beta/models"
     assert server.requests[0].headers["x-goog-api-key"] == "g-test"
@@ -478,7 +449,7 @@ def test_list_models_follows_pages_and_skips_models_that_cannot_generate() -> No
         return httpx.Response(200, json=pages[request.url.params.get("pageToken")])
 
     model = gemini("x", "k", base_url="http://gemini.test", transport=httpx.MockTransport(answer))
-    assert run(model.list_models()) == ["a"]
+    assert run(model, model.list_models) == ["a"]
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -616,7 +587,7 @@ def test_error_statuses_map_to_errors_with_their_facts(
     server.enqueue(MockResponse(status=status, body=body, headers=headers))
     call = generate if mode == "generate" else collect
     with pytest.raises(kind) as caught:
-        run(call(model_for(server)))
+        call(model_for(server))
     error = caught.value
     assert type(error) is kind
     assert (error.provider, error.status, error.retryable) == ("gemini", status, retryable)
@@ -634,17 +605,8 @@ def test_an_error_event_inside_a_200_stream_raises_mapped(
     error = google_error(503, "UNAVAILABLE", "The model is overloaded.")
     server.enqueue(MockResponse(events=[event({"text": "Hel"}), [error] if wrapped else error]))
     seen: list[StreamChunk] = []
-
-    async def consume() -> None:
-        model = model_for(server)
-        try:
-            async for chunk in model.stream(HI):
-                seen.append(chunk)
-        finally:
-            await model.aclose()
-
     with pytest.raises(ProviderError) as caught:
-        run(consume())
+        collect(model_for(server), into=seen)
     assert caught.value.retryable and caught.value.status == 503
     assert caught.value.request_id == "req_mock"
     assert seen == [TextDelta(text="Hel")]
@@ -653,7 +615,7 @@ def test_an_error_event_inside_a_200_stream_raises_mapped(
 def test_a_scripted_in_stream_error_is_rendered_and_mapped(server: MockProviderServer) -> None:
     server.enqueue(ScriptedTurn(chunks=["a"], error=RateLimitError("busy", retry_after=3)))
     with pytest.raises(RateLimitError) as caught:
-        run(collect(model_for(server)))
+        collect(model_for(server))
     assert caught.value.retry_after == 3.0
 
 
@@ -662,17 +624,8 @@ def test_a_stream_that_ends_without_finish_reason_is_a_network_error(
 ) -> None:
     server.enqueue(MockResponse(events=[event({"text": "Hel"}), event({"text": "lo"})]))
     seen: list[StreamChunk] = []
-
-    async def consume() -> None:
-        model = model_for(server)
-        try:
-            async for chunk in model.stream(HI):
-                seen.append(chunk)
-        finally:
-            await model.aclose()
-
     with pytest.raises(NetworkError) as caught:
-        run(consume())
+        collect(model_for(server), into=seen)
     assert caught.value.retryable and caught.value.request_id == "req_mock"
     assert not any(isinstance(c, FinishDelta) for c in seen)
 
@@ -680,7 +633,7 @@ def test_a_stream_that_ends_without_finish_reason_is_a_network_error(
 def test_a_mid_stream_disconnect_is_a_network_error(server: MockProviderServer) -> None:
     server.enqueue(MockResponse(turn=ScriptedTurn(chunks=["a", "b", "c"]), disconnect_after=2))
     with pytest.raises(NetworkError):
-        run(collect(model_for(server)))
+        collect(model_for(server))
 
 
 def test_connection_refused_is_a_network_error() -> None:
@@ -689,10 +642,10 @@ def test_connection_refused_is_a_network_error() -> None:
         port = probe.getsockname()[1]
     model = gemini("gemini-test", "k", base_url=f"http://127.0.0.1:{port}", connect_timeout=2)
     with pytest.raises(NetworkError) as caught:
-        run(generate(model))
+        generate(model)
     assert caught.value.provider == "gemini" and caught.value.retryable
     with pytest.raises(NetworkError):
-        run(collect(model))
+        collect(model)
 
 
 # -- abort -------------------------------------------------------------------------------------
@@ -722,11 +675,9 @@ def test_cancelling_the_stream_task_closes_the_response_at_once(
         with pytest.raises(asyncio.CancelledError):
             await task
         # before aclose, on the live loop: only the cancellation can have closed the response
-        disconnected_at = await server.disconnected(timeout=1)
-        await model.aclose()
-        return disconnected_at - started
+        return await server.disconnected(timeout=1) - started
 
-    latency = run(scenario())
+    latency = run(model, scenario)
     print(f"gemini cancel -> disconnect: {latency * 1000:.1f} ms")
     assert latency < ABORT_BOUND
 
@@ -750,11 +701,9 @@ def test_aborting_the_signal_ends_the_stream_and_closes_the_response(
                 assert chunk == TextDelta(text="first")
                 asyncio.get_running_loop().call_later(0.01, abort)
         # before aclose, on the live loop: only the abort itself can have closed the response
-        disconnected_at = await server.disconnected(timeout=1)
-        await model.aclose()
-        return disconnected_at
+        return await server.disconnected(timeout=1)
 
-    latency = run(scenario()) - aborted_at[0]
+    latency = run(model, scenario) - aborted_at[0]
     print(f"gemini abort -> disconnect: {latency * 1000:.1f} ms")
     assert latency < ABORT_BOUND
 

@@ -1,0 +1,123 @@
+"""HttpChatModel, the base of the HTTP adapters: transport, model info and the API key."""
+
+from __future__ import annotations
+
+import os
+from abc import abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import ClassVar, TypedDict
+
+import httpx
+
+from agent_runtime.config import ThinkingBudgets
+from agent_runtime.llm._transport import ApiKey, Transport, resolve_api_key
+from agent_runtime.llm.base import BaseChatModel
+from agent_runtime.llm.errors import AuthenticationError
+from agent_runtime.llm.types import ALL_CAPABILITIES, Capability, ModelInfo, ModelPricing
+
+
+class HttpOptions(TypedDict, total=False):
+    """Keyword options every HTTP adapter accepts (defaults in `HttpChatModel`)."""
+
+    timeout: float
+    connect_timeout: float
+    capabilities: Iterable[Capability] | None
+    pricing: ModelPricing | None
+    thinking_budgets: ThinkingBudgets | None
+    transport: httpx.AsyncBaseTransport | None
+
+
+class HttpChatModel(BaseChatModel):
+    """A ChatModel over one provider's HTTP API through a pooled `Transport`.
+
+    Holds what every adapter shares: `info`, `base_url`, `thinking_budgets`, `aclose`, and the
+    API key, resolved on every request by `_api_key_now`. Subclasses implement `_headers`
+    (called for every request, so rotated keys reach retries) and `_stream`.
+
+    `timeout` is the read timeout in seconds, `connect_timeout` the connect one; `capabilities`
+    defaults to all five; with `pricing`, responses carry `cost`; `thinking_budgets` gives the
+    token budget of each reasoning level; `transport` replaces the network (tests).
+    """
+
+    # appended to the missing-key message, e.g. how to go without a key
+    _missing_key_hint: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider: str,
+        base_url: str,
+        api_key: ApiKey,
+        api_key_envs: Sequence[str],
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        capabilities: Iterable[Capability] | None = None,
+        pricing: ModelPricing | None = None,
+        thinking_budgets: ThinkingBudgets | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.thinking_budgets = thinking_budgets or ThinkingBudgets()
+        self._api_key = api_key
+        self._api_key_envs = tuple(api_key_envs)
+        self._info = ModelInfo(
+            provider=provider,
+            model=model,
+            capabilities=frozenset(ALL_CAPABILITIES if capabilities is None else capabilities),
+            pricing=pricing,
+        )
+        self._transport = Transport(
+            base_url=base_url,
+            provider=provider,
+            headers=self._headers,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            transport=transport,
+        )
+
+    @property
+    def info(self) -> ModelInfo:
+        """Provider, model name, capabilities (all five unless told) and pricing."""
+        return self._info
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return self._transport.base_url
+
+    @abstractmethod
+    def _headers(self) -> dict[str, str]:
+        """The headers of every request, the API key among them."""
+
+    def _api_key_now(self) -> str | None:
+        """The API key for the next request: the `api_key` given (a callable is called now),
+        else the first of the key variables that is set, read now; None when the model has
+        no key variables (a keyless server).
+
+        Raises:
+            AuthenticationError: the key given resolved to an empty value, or no key variable
+                is set (the message names them).
+        """
+        provider = self._info.provider
+        if self._api_key is not None:
+            key = resolve_api_key(self._api_key)
+            if not key:
+                raise AuthenticationError(
+                    f"no API key for {provider}: the api_key given resolved to an empty value",
+                    provider=provider,
+                )
+            return key
+        if not self._api_key_envs:
+            return None
+        key = next((os.environ[n] for n in self._api_key_envs if os.environ.get(n)), None)
+        if not key:
+            raise AuthenticationError(
+                f"no API key for {provider}: set {' or '.join(self._api_key_envs)} or pass "
+                f"api_key={self._missing_key_hint}",
+                provider=provider,
+            )
+        return key
+
+    async def aclose(self) -> None:
+        """Close the pooled HTTP client of the running event loop (a later call opens a new one)."""
+        await self._transport.aclose()
