@@ -170,15 +170,17 @@ class EventStream:
 
         `timeout` bounds the wait of the `"block"` policy (None: until space or the end; 0: no
         wait); other policies never wait. Returns True if the event was queued, False if
-        `drop_newest` discarded it.
+        `drop_newest` discarded it. A terminal event (`AgentEnd`, `Error`, `Canceled`) ends
+        the stream as `complete`/`error`/`cancel` would (it needs no space).
 
         Raises:
             StreamOverflow: the queue is full under `"error"`, or still full after `timeout`
                 under `"block"`; the event was not accepted.
             StreamClosed: the stream has ended (also raised in a pusher blocked when it ends).
-            ValueError: `event` is a terminal event, or `timeout < 0`.
+            ValueError: `timeout < 0`.
         """
-        self._check_pushable(event)
+        if self._ends_with(event):
+            return self._end_with(event, strict=True)
         deadline = deadline_after(timeout, "push timeout")
         with self._lock:
             while (accepted := self._offer_locked(event, self._overflow)) is None:
@@ -194,7 +196,8 @@ class EventStream:
         Raises:
             StreamOverflow, StreamClosed, ValueError: as `push`.
         """
-        self._check_pushable(event)
+        if self._ends_with(event):
+            return self._end_with(event, strict=True)
         deadline = deadline_after(timeout, "push timeout")
         while True:
             with self._lock:
@@ -213,21 +216,29 @@ class EventStream:
 
         On a full queue `"drop_oldest"` evicts the oldest event; every other policy discards the
         new one. Both are counted in `stats().dropped` and reported to readers by a marker. After
-        the end, the event is ignored (False).
-
-        Raises:
-            ValueError: `event` is a terminal event (a programming error, not overflow).
+        the end, the event is ignored (False). A terminal event ends the stream (True if this
+        call ended it), so forwarding every event of `loop.run` here is safe. Never raises.
         """
-        self._check_pushable(event)
+        if self._ends_with(event):
+            return self._end_with(event, strict=False)
         policy: OverflowPolicy = "drop_oldest" if self._overflow == "drop_oldest" else "drop_newest"
         with self._lock:
             if self._terminal is not None:
                 return False
             return bool(self._offer_locked(event, policy))
 
-    def _check_pushable(self, event: Event) -> None:
-        if not self._multi_run:
-            _check_pushable(event)
+    def _ends_with(self, event: Event) -> bool:
+        """A terminal event ends a single-run stream; a multi-run stream queues it as data."""
+        return not self._multi_run and isinstance(event, TERMINAL_TYPES)
+
+    def _end_with(self, event: Event, *, strict: bool) -> bool:
+        with self._lock:
+            self._max_seq = max(self._max_seq, event.seq - 1)
+        assert isinstance(event, AgentEnd | Error | Canceled)
+        ended = self._finish(event)
+        if strict and not ended:
+            raise StreamClosed(f"stream {self._run_id!r} has ended; it accepts no more events")
+        return ended
 
     def _offer_locked(self, event: Event, policy: OverflowPolicy) -> bool | None:
         """Apply `policy`: True queued, False discarded, None must wait for space."""
@@ -418,13 +429,6 @@ class EventStream:
                 with self._lock:
                     waiters.discard_locked(fut)
 
-
-def _check_pushable(event: Event) -> None:
-    if isinstance(event, TERMINAL_TYPES):
-        raise ValueError(
-            f"{type(event).__name__} is a terminal event; end the stream with"
-            " complete(), error() or cancel()"
-        )
 
 
 def __getattr__(name: str) -> Any:

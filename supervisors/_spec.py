@@ -42,6 +42,17 @@ class ChildSpec(BaseModel):
     shutdown: Shutdown = 5.0
     type: ChildType = "worker"
 
+    def __init__(
+        self,
+        id: str,
+        start: Callable[[], pykka.ActorRef[Any]],
+        restart: Restart = "permanent",
+        shutdown: Shutdown = 5.0,
+        type: ChildType = "worker",
+    ) -> None:
+        """The DESIGN.md signature, positional or by keyword (validated as the fields)."""
+        super().__init__(id=id, start=start, restart=restart, shutdown=shutdown, type=type)
+
     @field_validator("restart", mode="before")
     @classmethod
     def _check_restart(cls, value: object) -> object:

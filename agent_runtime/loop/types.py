@@ -45,6 +45,19 @@ class AgentContext(BaseModel):
     messages: list[Message] = Field(default_factory=list)
     tools: Sequence[Tool] = Field(default_factory=list)
 
+    def __init__(
+        self,
+        system_prompt: str = "",
+        messages: Sequence[Message] | None = None,
+        tools: Sequence[Tool] | None = None,
+    ) -> None:
+        """`AgentContext(system_prompt, messages, tools)`, positional or by keyword."""
+        super().__init__(
+            system_prompt=system_prompt,
+            messages=list(messages or []),
+            tools=list(tools or []),
+        )
+
 
 class LoopConfig(BaseModel):
     """How a run behaves.
@@ -70,6 +83,11 @@ class LoopConfig(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     model: ChatModel
+
+    def __init__(self, model: ChatModel, **options: Any) -> None:
+        """`LoopConfig(model, **options)`: the model positional or by keyword, options by
+        keyword (validated as the fields; an unknown one is rejected)."""
+        super().__init__(model=model, **options)
     max_tool_concurrency: int = Field(8, ge=1)
     max_tool_turns: int = Field(25, ge=1)
     tool_timeout: float | None = Field(None, gt=0)

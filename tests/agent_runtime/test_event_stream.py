@@ -285,13 +285,23 @@ def test_apush_after_the_terminal_raises_stream_closed() -> None:
 
 
 @pytest.mark.parametrize("terminal", [AgentEnd(), Error(reason="x"), Canceled(reason="y")])
-def test_terminal_events_cannot_be_pushed(terminal: Event) -> None:
-    stream = EventStream()
-    with pytest.raises(ValueError, match="complete"):
+def test_a_pushed_terminal_ends_the_stream_and_push_async_never_raises(terminal: Event) -> None:
+    stream = EventStream(run_id="r")
+    stream.push(ev(1))
+    assert stream.push_async(terminal) is True
+    assert stream.done and type(stream.terminal) is type(terminal)
+    assert stream.terminal is not None and stream.terminal.seq == 2
+    assert stream.push_async(terminal) is False  # already ended: ignored, not raised
+    with pytest.raises(StreamClosed):
         stream.push(terminal)
-    with pytest.raises(ValueError, match="terminal"):
-        stream.push_async(terminal)
-    assert not stream.done
+    assert [type(e) for e in stream] == [type(ev(1)), type(terminal)]
+
+
+def test_forwarding_every_event_of_a_run_through_push_async_ends_it_properly() -> None:
+    stream = EventStream()
+    for event in [ev(1), ev(2), AgentEnd(new_messages=[], seq=3)]:
+        stream.push_async(event)
+    assert stream.result(timeout=1) == []
 
 
 def test_cancel_keeps_accepted_events_for_a_late_consumer() -> None:
