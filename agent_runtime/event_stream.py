@@ -430,7 +430,6 @@ class EventStream:
                     waiters.discard_locked(fut)
 
 
-
 def __getattr__(name: str) -> Any:
     # Subscription builds on EventStream, so it lives beside it and is imported lazily here.
     if name == "Subscription":

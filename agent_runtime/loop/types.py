@@ -88,6 +88,7 @@ class LoopConfig(BaseModel):
         """`LoopConfig(model, **options)`: the model positional or by keyword, options by
         keyword (validated as the fields; an unknown one is rejected)."""
         super().__init__(model=model, **options)
+
     max_tool_concurrency: int = Field(8, ge=1)
     max_tool_turns: int = Field(25, ge=1)
     tool_timeout: float | None = Field(None, gt=0)
