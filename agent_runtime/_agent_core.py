@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import threading
 import time
 import uuid
 import weakref
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from agent_runtime._errors import AgentBusy, AgentStopped, CannotContinue
 from agent_runtime._key import AgentKey
-from agent_runtime._subscription import Subscription
+from agent_runtime._subscription import Subscription, deliver
 from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import EventStream
 from agent_runtime.events import (
+    AgentEnd,
     Canceled,
     Error,
     Event,
@@ -98,6 +101,11 @@ class RunRecord:
         self.outcome: Future[Event] = Future()
         self.stream_message: AssistantMessage | None = None
         self.pending_tool_calls: dict[str, None] = {}
+        # The loop found no follow-up when it would stop: whatever is queued from now on
+        # arrived too late for it and starts the next run when this one ends.
+        self.ending = False
+        self.finished = False  # the state no longer shows it as running
+        self.settled = False  # its outcome is set
 
 
 class AgentCore:
@@ -128,9 +136,11 @@ class AgentCore:
         self.idle = threading.Event()
         self.idle.set()
         self.stopped = False
+        self.stop_reason = ""
         self.parent: AgentCore | None = None
         self.children: weakref.WeakSet[AgentCore] = weakref.WeakSet()
         self.subscriptions: list[weakref.ref[Subscription]] = []
+        self._driver: asyncio.Task[None] | None = None  # the last run's driver (loop thread)
         self.log = log.bind(session=key.session, role=key.role, index=key.index)
 
     # -- queues (called on the loop thread by the run) ----------------------------------------
@@ -139,9 +149,11 @@ class AgentCore:
         with self.lock:
             return _take(self.steering, self.steering_mode)
 
-    def take_follow_ups(self) -> list[Message]:
+    def take_follow_ups(self, run: RunRecord) -> list[Message]:
         with self.lock:
-            return _take(self.follow_ups, self.follow_up_mode)
+            taken = _take(self.follow_ups, self.follow_up_mode)
+            run.ending = not taken
+            return taken
 
     def current_system_prompt(self) -> str:
         with self.lock:
@@ -161,37 +173,76 @@ class AgentCore:
         """Start a run with `prompts` (None: continue the history).
 
         Raises:
-            AgentBusy, CannotContinue, AgentStopped.
+            AgentBusy, CannotContinue, AgentStopped (also while the runtime stops).
         """
         with self.lock:
-            self.check_alive()
-            if self.run is not None:
-                raise AgentBusy(self.key, self.run.run_id)
-            if prompts is None:
-                if not self.messages:
-                    raise CannotContinue("Cannot continue: no messages in history")
-                if isinstance(self.messages[-1], AssistantMessage):
-                    raise CannotContinue("Cannot continue from message role: assistant")
-            run = RunRecord(uuid.uuid4().hex[:16], self.runtime.abort_table.new())
-            self.run = run
-            self.error = None
-            self.idle.clear()
-            context = AgentContext(
-                system_prompt=self.system_prompt, messages=list(self.messages), tools=self._tools()
-            )
-            config = self._loop_config(run)
-        out = EventStream(max_queue=256, overflow="block", run_id=run.run_id, agent=self.key)
+            begun = self._begin_locked(prompts)
+        return self._launch(*begun)
+
+    def _begin_locked(
+        self, prompts: list[Message] | None
+    ) -> tuple[RunRecord, list[Message] | None, AgentContext, LoopConfig]:
+        """Make a new run the current one (so every other start raises AgentBusy)."""
+        self.check_alive()
+        if self.runtime.stopping:
+            raise AgentStopped(self.key)
+        if self.run is not None:
+            raise AgentBusy(self.key, self.run.run_id)
         if prompts is None:
-            loop_stream_continue(
-                context, config, run.signal, runtime=self.runtime, event_stream=out
-            )
-        else:
-            loop_stream(
-                prompts, context, config, run.signal, runtime=self.runtime, event_stream=out
-            )
-        self.runtime.loop_tasks.submit(self._drive(run, out))
+            if not self.messages:
+                raise CannotContinue("Cannot continue: no messages in history")
+            if isinstance(self.messages[-1], AssistantMessage):
+                raise CannotContinue("Cannot continue from message role: assistant")
+        run = RunRecord(uuid.uuid4().hex[:16], self.runtime.abort_table.new())
+        self.run = run
+        self.error = None
+        self.idle.clear()
+        context = AgentContext(
+            system_prompt=self.system_prompt, messages=list(self.messages), tools=self._tools()
+        )
+        return run, prompts, context, self._loop_config(run)
+
+    def _launch(
+        self,
+        run: RunRecord,
+        prompts: list[Message] | None,
+        context: AgentContext,
+        config: LoopConfig,
+    ) -> RunRecord:
+        """Submit the run and its driver to the runtime's event loop (outside the lock).
+
+        Raises:
+            AgentStopped: the event loop is gone (the runtime stopped); the run is undone.
+        """
+        out = EventStream(max_queue=256, overflow="block", run_id=run.run_id, agent=self.key)
+        try:
+            if prompts is None:
+                loop_stream_continue(
+                    context, config, run.signal, runtime=self.runtime, event_stream=out
+                )
+            else:
+                loop_stream(
+                    prompts, context, config, run.signal, runtime=self.runtime, event_stream=out
+                )
+            driver = self.runtime.loop_tasks.submit(self._drive(run, out))
+        except RuntimeError as exc:  # the loop was stopped under us
+            run.signal.abort("runtime_stopped")
+            out.cancel("runtime_stopped")
+            self._finish(run, None)
+            self._settle(run, None)
+            raise AgentStopped(self.key) from exc
+        driver.add_done_callback(functools.partial(self._driver_done, run))
         self.log.info("agent.run.started", run_id=run.run_id, continued=prompts is None)
         return run
+
+    def _driver_done(self, run: RunRecord, driver: Future[None]) -> None:
+        # A driver canceled before it ran (the runtime stopping) never reached its finally.
+        if driver.cancelled() and not run.finished:
+            terminal = Canceled(agent=self.key, run_id=run.run_id, reason="runtime_stopped")
+            for sub in self.live_subscriptions():
+                sub.stream.push_async(terminal)
+            self._finish(run, terminal)
+            self._settle(run, terminal)
 
     def _tools(self) -> list[Tool]:
         registry = self.options.get("tool_registry")
@@ -212,7 +263,7 @@ class AgentCore:
             retry=o["retry"],
             abort_grace=o["abort_grace"],
             get_steering_messages=self.take_steering,
-            get_follow_up_messages=self.take_follow_ups,
+            get_follow_up_messages=functools.partial(self.take_follow_ups, run),
             on_undelivered_steering=self.requeue_steering,
             on_undelivered_follow_ups=self.requeue_follow_ups,
             get_system_prompt=self.current_system_prompt,
@@ -233,23 +284,30 @@ class AgentCore:
                 self.system_prompt = system_prompt
 
     def follow_up(self, message: Message, system_prompt: str | None) -> None:
-        start = False
+        """Queue a follow-up. One that lands within FOLLOW_UP_POLL after a run ended starts
+        a run of its own (checked and started under one lock hold, so a concurrent prompt
+        either wins, and the follow-up waits in the queue, or gets AgentBusy); one that lands
+        after the loop's last look at the queue starts the next run when this one ends."""
+        begun = None
         with self.lock:
             self.check_alive()
             self.follow_ups.append(message)
             if system_prompt is not None:
                 self.system_prompt = system_prompt
-            # A follow-up that lands just after a run ended would otherwise wait for the next
-            # prompt: within the poll window it starts a run of its own.
-            start = self.run is None and time.monotonic() - self.ended_at <= FOLLOW_UP_POLL
-        if start:
-            with self.lock:
-                queued = _take(self.follow_ups, self.follow_up_mode)
-            if queued:
-                try:
-                    self.start(queued)
-                except AgentBusy:
-                    self.requeue_follow_ups(queued)
+            in_window = time.monotonic() - self.ended_at <= FOLLOW_UP_POLL
+            if self.run is None and in_window and not self.runtime.stopping:
+                begun = self._begin_locked(_take(self.follow_ups, self.follow_up_mode))
+        if begun is not None:
+            self._start_follow_up(begun)
+
+    def _start_follow_up(
+        self, begun: tuple[RunRecord, list[Message] | None, AgentContext, LoopConfig]
+    ) -> None:
+        try:
+            self._launch(*begun)
+        except AgentStopped:
+            if begun[1]:
+                self.requeue_follow_ups(begun[1])
 
     def requeue_follow_ups(self, messages: list[Message]) -> None:
         with self.lock:
@@ -270,13 +328,25 @@ class AgentCore:
             raise TimeoutError(f"agent {tuple(self.key)!r} still running after {timeout}s")
 
     def reset(self) -> None:
-        self.abort("reset")
-        self.wait_idle(10.0)
-        with self.lock:
-            self.messages.clear()
-            self.steering.clear()
-            self.follow_ups.clear()
-            self.error = None
+        """Abort the running run, wait for its end, then clear history, queues and error.
+
+        A run started by another thread in between is aborted as well, so the history is
+        cleared only while no run can write into it.
+
+        Raises:
+            TimeoutError: a run did not end within 10 s of its abort.
+        """
+        while True:
+            self.abort("reset")
+            self.wait_idle(10.0)
+            with self.lock:
+                self.check_alive()
+                if self.run is None:
+                    self.messages.clear()
+                    self.steering.clear()
+                    self.follow_ups.clear()
+                    self.error = None
+                    return
 
     # -- subscriptions ----------------------------------------------------------------------
 
@@ -298,35 +368,60 @@ class AgentCore:
             self.subscriptions = [r for r in self.subscriptions if r() not in (None, sub)]
 
     def live_subscriptions(self) -> list[Subscription]:
+        """The open subscriptions (closed and collected ones are forgotten here)."""
+        return [s for r in self.subscription_refs() if (s := r()) is not None]
+
+    def subscription_refs(self) -> list[weakref.ref[Subscription]]:
+        """Weak refs to the open subscriptions; prunes closed and collected ones."""
         with self.lock:
-            live = [s for r in self.subscriptions if (s := r()) is not None and not s.closed]
-            self.subscriptions = [weakref.ref(s) for s in live]
-            return live
+            self.subscriptions = [
+                r for r in self.subscriptions if (s := r()) is not None and not s.closed
+            ]
+            return list(self.subscriptions)
 
     async def fan_out(self, event: Event) -> None:
-        """Deliver to every subscription of this agent and of its ancestors (delegation)."""
-        for sub in self.live_subscriptions():
-            await sub.deliver(event)
+        """Deliver to every subscription of this agent and of its ancestors (delegation).
+
+        Only weak refs are held while a delivery waits, so a subscription dropped by its
+        reader is collected and closed, which ends the wait at once.
+        """
+        for ref in self.subscription_refs():
+            await deliver(ref, event)
         if self.parent is not None:
             await self.parent.fan_out(event)
 
     # -- the run driver (on the loop thread) --------------------------------------------------
 
     async def _drive(self, run: RunRecord, events: EventStream) -> None:
+        """Apply the run's events to the state, then hand each to the subscriptions.
+
+        The agent goes idle (the next prompt is accepted) before the run's terminal is
+        delivered, so a reader that sees the end can start the next run at once; the
+        outcome (`run()`, a delegating parent) is set after the delivery, so a parent's
+        subscribers see a subagent's end before the parent's tool result. Events of
+        consecutive runs reach each subscription in run order: a driver first waits for the
+        previous one to finish delivering.
+        """
+        previous, self._driver = self._driver, asyncio.current_task()
         terminal: Event | None = None
         try:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])
             async for event in events:
                 self._apply(run, event)
                 if event is events.terminal:
                     terminal = event
+                    self._finish(run, terminal)
                 await self.fan_out(event)
         except asyncio.CancelledError:
-            terminal = Canceled(agent=self.key, run_id=run.run_id, reason="runtime_stopped")
-            for sub in self.live_subscriptions():
-                sub.stream.push_async(terminal)
+            if terminal is None:
+                terminal = Canceled(agent=self.key, run_id=run.run_id, reason="runtime_stopped")
+                for sub in self.live_subscriptions():
+                    sub.stream.push_async(terminal)
             raise
         finally:
             self._finish(run, terminal)
+            self._settle(run, terminal)
 
     def _apply(self, run: RunRecord, event: Event) -> None:
         with self.lock:
@@ -354,31 +449,59 @@ class AgentCore:
                 self.error = event.reason
 
     def _finish(self, run: RunRecord, terminal: Event | None) -> None:
+        """End `run` in the state (idempotent): pair its dangling calls, go idle, and start
+        the next run with follow-ups that arrived after the loop's last look."""
+        begun = None
         with self.lock:
+            if run.finished:
+                return
+            run.finished = True
             if self.run is run:
                 reason = terminal.reason if isinstance(terminal, Canceled | Error) else "ended"
                 self.messages.extend(pair_dangling_calls(self.messages, reason))
                 self.run = None
                 self.ended_at = time.monotonic()
                 self.idle.set()
+                late = isinstance(terminal, AgentEnd) and run.ending and self.follow_ups
+                if late and not self.stopped and not self.runtime.stopping:
+                    begun = self._begin_locked(_take(self.follow_ups, self.follow_up_mode))
+        if begun is not None:
+            self._start_follow_up(begun)
+
+    def _settle(self, run: RunRecord, terminal: Event | None) -> None:
+        """Set the run's outcome and release its signal (after its events were delivered)."""
+        if run.settled:
+            return
+        run.settled = True
         outcome = terminal or Canceled(agent=self.key, run_id=run.run_id, reason="lost")
-        if not run.outcome.done():
+        with contextlib.suppress(InvalidStateError):  # a waiter canceled it (arun timeout)
             run.outcome.set_result(outcome)
         self.runtime.abort_table.release(run.signal)
-        kind = type(outcome).__name__
-        self.log.info("agent.run.finished", run_id=run.run_id, outcome=kind)
+        self.log.info("agent.run.finished", run_id=run.run_id, outcome=type(outcome).__name__)
+        if self.stopped:  # stopped during the run: its end is delivered, now close
+            self._close_subscriptions()
 
     # -- end of life ----------------------------------------------------------------------------
 
     def shutdown(self, reason: str) -> None:
-        """Stop for good: abort the run, close every subscription (their readers stop)."""
-        self.abort(reason)
+        """Stop for good (idempotent): no new call is accepted, the run is aborted, and every
+        subscription is closed, after the run's end was delivered if one was running (so
+        readers see its `Canceled`)."""
         with self.lock:
-            self.stopped = True
+            if not self.stopped:
+                self.stopped = True
+                self.stop_reason = reason
+            running = self.run is not None
+        self.abort(reason)
+        if not running:
+            self._close_subscriptions()
+
+    def _close_subscriptions(self) -> None:
+        with self.lock:
             subs = [s for r in self.subscriptions if (s := r()) is not None]
             self.subscriptions = []
         for sub in subs:
-            sub.stream.cancel(f"agent_stopped: {reason}")
+            sub.stream.cancel(f"agent_stopped: {self.stop_reason}")
 
 
 def _take(queue: deque[Message], mode: str) -> list[Message]:

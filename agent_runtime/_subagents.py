@@ -48,6 +48,7 @@ def agent_options(runtime: Runtime, options: dict[str, Any]) -> dict[str, Any]:
         TypeError: an unknown option (named), a model that is not a ChatModel, tools that
             are not Tools.
         ValueError: a value out of range (named).
+        NotImplementedError: `memory` other than None (session memory is not built yet).
     """
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
@@ -100,6 +101,12 @@ def agent_options(runtime: Runtime, options: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"invalid {name} {out[name]!r} (expected an int >= 1)")
     if not isinstance(out["retry"], RetryPolicy):
         raise TypeError("retry must be a RetryPolicy")
+    if out["memory"] is not None:
+        # Session memory (DESIGN.md 9) is not built yet: refuse rather than ignore a policy.
+        raise NotImplementedError(
+            f"agent option memory={out['memory']!r} is not supported yet: session memory is"
+            " not implemented (pass memory=None; history lives in the agent only)"
+        )
     return out
 
 

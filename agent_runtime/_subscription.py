@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import collections
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from types import TracebackType
 
-from agent_runtime._errors import StreamOverflow
+from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime._key import AgentKey
 from agent_runtime.event_stream import EventStream, OverflowPolicy
 from agent_runtime.events import Error, Event, is_terminal
@@ -64,30 +65,6 @@ class Subscription:
         """Close because this reader fell behind; the reader sees `StreamOverflow`."""
         if self.stream.error(f"{OVERFLOW_REASON}: {reason}") and self._on_close is not None:
             self._on_close(self)
-
-    async def deliver(self, event: Event) -> bool:
-        """Hand `event` to this reader per its policy (called on the runtime's event loop).
-
-        Returns False once the subscription is closed (the agent then forgets it).
-        """
-        if self.stream.done:
-            return False
-        try:
-            if self.overflow == "block":
-                await self.stream.apush(event, timeout=self.block_timeout)
-            elif self.overflow == "error":
-                self.stream.push(event, timeout=0)
-            else:
-                self.stream.push_async(event)
-        except StreamOverflow:
-            self.fail(
-                f"reader did not keep up ({self.stream.max_queue} events buffered,"
-                f" overflow={self.overflow!r})"
-            )
-            return False
-        except Exception:  # StreamClosed: closed concurrently
-            return False
-        return True
 
     def _check_end(self, event: Event) -> None:
         if isinstance(event, Error) and event.reason.startswith(OVERFLOW_REASON):
@@ -185,3 +162,35 @@ class Subscription:
 
     def __repr__(self) -> str:
         return f"<Subscription agent={self.agent} overflow={self.overflow} closed={self.closed}>"
+
+
+async def deliver(ref: weakref.ref[Subscription], event: Event) -> bool:
+    """Hand `event` to the subscription behind `ref` per its policy (on the runtime's loop).
+
+    Only the buffer is held while a `block` delivery waits: a subscription its reader drops
+    meanwhile is collected, which closes the buffer and ends the wait at once. Returns False
+    once the subscription is closed or gone (the agent then forgets it).
+    """
+    sub = ref()
+    if sub is None or sub.stream.done:
+        return False
+    stream, overflow, block_timeout = sub.stream, sub.overflow, sub.block_timeout
+    del sub
+    try:
+        if overflow == "block":
+            await stream.apush(event, timeout=block_timeout)
+        elif overflow == "error":
+            stream.push(event, timeout=0)
+        else:
+            stream.push_async(event)
+    except StreamOverflow:
+        why = f"reader did not keep up ({stream.max_queue} events buffered, overflow={overflow!r})"
+        sub = ref()
+        if sub is not None:
+            sub.fail(why)
+        else:
+            stream.error(f"{OVERFLOW_REASON}: {why}")
+        return False
+    except StreamClosed:  # closed concurrently
+        return False
+    return True

@@ -41,6 +41,11 @@ class AsyncWaiters:
         if not self._waiters:
             return
         waiters, self._waiters = self._waiters, []
+        current = asyncio._get_running_loop()
         for loop, fut in waiters:
+            if loop is current:
+                # Same thread: no need to write to the loop's self-pipe to wake it.
+                loop.call_soon(_resolve, fut)
+                continue
             with contextlib.suppress(RuntimeError):  # a closed loop has nobody left to wake
                 loop.call_soon_threadsafe(_resolve, fut)

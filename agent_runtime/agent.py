@@ -100,7 +100,8 @@ class Agent:
     """The handle of one agent: every method is thread-safe and returns promptly, also while
     a run is busy (runs execute on the runtime's event loop, not on the caller's thread).
 
-    Raises (every method): AgentStopped once the agent was stopped.
+    Raises (every method but `stop()`, which is idempotent, and the `key`, `alive` and `ref`
+    properties): AgentStopped once the agent was stopped.
     """
 
     def __init__(self, core: AgentCore) -> None:
@@ -166,7 +167,9 @@ class Agent:
 
         Raises:
             TimeoutError: still running after `timeout` seconds.
+            AgentStopped: the agent was stopped before the call.
         """
+        self._core.check_alive()
         self._core.wait_idle(timeout)
 
     def run(
@@ -233,29 +236,44 @@ class Agent:
     # -- state ----------------------------------------------------------------------------------
 
     def state(self) -> AgentState:
-        """A consistent snapshot of the agent."""
+        """A consistent snapshot of the agent (taken under the agent's lock; the model is
+        built after releasing it, so a long history never stalls the run's event loop).
+
+        Raises:
+            AgentStopped: the agent was stopped.
+        """
         core = self._core
         with core.lock:
+            core.check_alive()
             run = core.run
-            return AgentState(
-                key=core.key,
-                system_prompt=core.system_prompt,
-                model=core.model.info,
-                tools=[t.spec() for t in core.tools],
-                messages=list(core.messages),
-                is_running=run is not None,
-                run_id=run.run_id if run else None,
-                stream_message=run.stream_message if run else None,
-                pending_tool_calls=list(run.pending_tool_calls) if run else [],
-                error=core.error,
-                steering_queue=list(core.steering),
-                follow_up_queue=list(core.follow_ups),
-                steering_mode=core.steering_mode,
-                follow_up_mode=core.follow_up_mode,
-            )
+            fields: dict[str, Any] = {
+                "key": core.key,
+                "system_prompt": core.system_prompt,
+                "model": core.model,
+                "tools": list(core.tools),
+                "messages": list(core.messages),
+                "is_running": run is not None,
+                "run_id": run.run_id if run else None,
+                "stream_message": run.stream_message if run else None,
+                "pending_tool_calls": list(run.pending_tool_calls) if run else [],
+                "error": core.error,
+                "steering_queue": list(core.steering),
+                "follow_up_queue": list(core.follow_ups),
+                "steering_mode": core.steering_mode,
+                "follow_up_mode": core.follow_up_mode,
+            }
+        fields["model"] = fields["model"].info
+        fields["tools"] = [t.spec() for t in fields["tools"]]
+        return AgentState(**fields)
 
     def reset(self) -> None:
-        """Abort a running run, then clear history, queues and error."""
+        """Abort a running run and wait for its end, then clear history, queues and error
+        (system prompt, model and tools stay).
+
+        Raises:
+            AgentStopped: the agent was stopped.
+            TimeoutError: the aborted run did not end within 10 s.
+        """
         self._core.check_alive()
         self._core.reset()
 
@@ -290,12 +308,14 @@ class Agent:
         """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
         _check_mode(mode)
         with self._core.lock:
+            self._core.check_alive()
             self._core.steering_mode = mode
 
     def set_follow_up_mode(self, mode: QueueMode) -> None:
         """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
         _check_mode(mode)
         with self._core.lock:
+            self._core.check_alive()
             self._core.follow_up_mode = mode
 
     def stop(self) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 import structlog
 
+from agent_runtime._errors import AgentStopped
 from agent_runtime._holder import TableOwner
 from agent_runtime._subagents import Subagents
 from agent_runtime.abort import AbortTable
@@ -174,6 +175,11 @@ class Runtime:
         return self._subagents
 
     @property
+    def stopping(self) -> bool:
+        """True once `stop()` was called: agents start no new runs (AgentStopped)."""
+        return self._stopped
+
+    @property
     def alive(self) -> bool:
         """True until `stop()` or until the root supervisor gave up."""
         return not self._stopped and self.supervisor.alive
@@ -186,6 +192,8 @@ class Runtime:
         Raises:
             AlreadyRegistered: a live agent holds the key.
             TypeError: an unknown option (named); ValueError: an invalid key or value.
+            NotImplementedError: `memory=` other than None (session memory is not built
+                yet; history lives in the agent only, also across a transient restart).
         """
         return self.subagents.start(key, **agent_options)
 
@@ -194,8 +202,10 @@ class Runtime:
     def stop(self, timeout: float = 10.0) -> None:
         """Abort every live signal, then stop the tree in reverse order within `timeout`.
 
-        Idempotent. When it returns, no thread of this runtime is left running, except
-        threads of tools or handlers that ignored their stop and were abandoned (logged).
+        From the first moment agents start no new run (`AgentStopped`); running ones get
+        their abort grace to pair their tool calls before the tree stops. Idempotent. When
+        it returns, no thread of this runtime is left running, except threads of tools or
+        handlers that ignored their stop and were abandoned (logged).
 
         Raises:
             TimeoutError: the tree did not stop within `timeout` seconds.
@@ -209,7 +219,7 @@ class Runtime:
         aborted = self.abort_table.abort_all("runtime_stopped")
         # Let aborted runs pair their tool calls (abort grace) before their loop goes away.
         for agent in self.subagents.list():
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(TimeoutError, AgentStopped):  # stopped meanwhile: fine
                 agent.wait_for_idle(max(deadline - time.monotonic(), 0.0))
         with contextlib.suppress(SupervisorStopped):  # the root already gave up
             self.supervisor.stop(timeout=max(deadline - time.monotonic(), 0.1))

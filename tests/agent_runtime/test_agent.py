@@ -6,13 +6,15 @@ import asyncio
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from agent_runtime import (
+    Agent,
     AgentBusy,
     AgentKey,
+    AgentState,
     AgentStopped,
     AlreadyRegistered,
     CannotContinue,
@@ -20,6 +22,7 @@ from agent_runtime import (
     RunFailed,
     Runtime,
     StreamOverflow,
+    delegate,
 )
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import (
@@ -29,11 +32,11 @@ from agent_runtime.events import (
     MessageUpdate,
     ToolExecutionStart,
 )
-from agent_runtime.llm import ProviderError
+from agent_runtime.llm import ChatRequest, ProviderError
 from agent_runtime.loop import RetryPolicy, validate_transcript
 from agent_runtime.messages import ToolCall, ToolResultMessage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
-from agent_runtime.tools import ToolContext, tool
+from agent_runtime.tools import Tool, ToolContext, tool
 from supervisors import kill
 
 NO_RETRY = RetryPolicy(max_retries=0)
@@ -142,9 +145,25 @@ def test_state_error_after_a_provider_failure(runtime: Runtime) -> None:
     assert agent.state().error is not None and "down" in agent.state().error  # type: ignore[operator]
 
 
-def test_the_agent_answers_promptly_while_blocked_on_a_tool_a_stream_or_a_reader(
-    runtime: Runtime,
-) -> None:
+PROMPT = 0.05  # DESIGN.md 7: state(), steer() and abort() answer within 50 ms while blocked
+
+
+def slowest_call(*calls: Callable[[], object]) -> float:
+    slowest = 0.0
+    for call in calls:
+        started = time.monotonic()
+        call()
+        slowest = max(slowest, time.monotonic() - started)
+    return slowest
+
+
+def assert_answers_promptly_then_aborts(agent: Agent) -> None:
+    assert slowest_call(agent.state, lambda: agent.steer("hurry"), agent.state) < PROMPT
+    assert agent.state().is_running
+    assert slowest_call(agent.abort) < PROMPT
+
+
+def test_the_agent_answers_promptly_while_blocked_on_a_tool(runtime: Runtime) -> None:
     release = threading.Event()
 
     @tool
@@ -153,32 +172,59 @@ def test_the_agent_answers_promptly_while_blocked_on_a_tool_a_stream_or_a_reader
         release.wait(10)
         return "ok"
 
-    model = ScriptedModel(
-        [
-            ScriptedTurn(tool_calls=[tool_call("c", "stuck")]),
-            slow_turn(),
-            ScriptedTurn(chunks=list("abcdef")),
-        ]
-    )
+    model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("c", "stuck")])])
     agent = runtime.start_agent(("s", "main", 0), model=model, tools=[stuck])
-
-    def timed(fn) -> float:  # type: ignore[no-untyped-def]
-        started = time.monotonic()
-        fn()
-        return time.monotonic() - started
-
     agent.prompt("go")
-    wait_until(lambda: agent.state().pending_tool_calls == ["c"])  # blocked on a tool
-    assert timed(agent.state) < 0.05
-    assert timed(lambda: agent.steer("hurry")) < 0.05
+    wait_until(lambda: agent.state().pending_tool_calls == ["c"])
+    assert_answers_promptly_then_aborts(agent)
+    release.set()
+    agent.wait_for_idle(timeout=5)
+
+
+def test_the_agent_answers_promptly_while_blocked_on_a_model_stream(runtime: Runtime) -> None:
+    model = ScriptedModel([slow_turn()])
+    agent = runtime.start_agent(("s", "main", 0), model=model)
+    agent.prompt("go")
+    wait_until(lambda: agent.state().stream_message is not None)  # first delta is in
+    assert_answers_promptly_then_aborts(agent)
+    agent.wait_for_idle(timeout=5)  # the abort closed the hung stream
+
+
+def test_the_agent_answers_promptly_while_blocked_on_a_slow_subscriber(runtime: Runtime) -> None:
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel([ScriptedTurn(chunks=list("abcdef"))])
+    )
     slow_reader = agent.subscribe(max_queue=1, overflow="block", block_timeout=10)
-    release.set()  # the tool ends; the run now waits on the reader that never reads
-    wait_until(lambda: slow_reader.stream.stats().queue_size == 1)
-    assert timed(agent.state) < 0.05
-    assert timed(lambda: agent.steer("again")) < 0.05
-    assert timed(agent.abort) < 0.05
+    agent.prompt("go")
+    wait_until(lambda: slow_reader.stream.stats().queue_size == 1)  # the run waits on it
+    assert_answers_promptly_then_aborts(agent)
     slow_reader.close()
     agent.wait_for_idle(timeout=5)
+
+
+def test_streamed_tokens_cost_no_cross_thread_wakeups(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wakeups = 0
+    original = asyncio.BaseEventLoop.call_soon_threadsafe
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal wakeups
+        wakeups += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "call_soon_threadsafe", counted)
+
+    def wakeups_for(index: int, tokens: int) -> int:
+        nonlocal wakeups
+        model = ScriptedModel([ScriptedTurn(chunks=["x"] * tokens)])
+        agent = runtime.start_agent(("s", "hops", index), model=model)
+        wakeups = 0
+        agent.run("go", timeout=10)
+        return wakeups
+
+    few, many = wakeups_for(0, 10), wakeups_for(1, 500)
+    assert many <= few + 2 and many < 10  # a fixed handful per run, not one per token
 
 
 def test_unsubscribe_and_a_dropped_subscription_are_pruned(runtime: Runtime) -> None:
@@ -267,29 +313,128 @@ def test_follow_up_after_the_poll_window_waits_in_the_queue(runtime: Runtime) ->
     assert [m.text for m in result.new_messages] == ["next", "second", "later", "third"]  # type: ignore[attr-defined]
 
 
-def test_queue_modes_and_a_switch_mid_run(runtime: Runtime) -> None:
-    release = threading.Event()
+def gated_pause() -> tuple[dict[str, threading.Event], Tool]:
+    gates: dict[str, threading.Event] = {}
 
     @tool
-    def pause() -> str:
-        """Waits for the test."""
-        release.wait(5)
+    def pause(gate: str) -> str:
+        """Waits for the test to open `gate`."""
+        gates.setdefault(gate, threading.Event()).wait(5)
         return "ok"
 
-    turns = [ScriptedTurn(tool_calls=[tool_call("p", "pause")]), "one", "two"]
-    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(turns), tools=[pause])
+    return gates, pause
+
+
+def user_texts(request: ChatRequest) -> list[str]:
+    return [m.text for m in request.messages if isinstance(m, UserMessage)]
+
+
+def test_a_steering_mode_switch_mid_run_applies_at_the_next_consumption(
+    runtime: Runtime,
+) -> None:
+    gates, pause = gated_pause()
+    gates.update(p1=threading.Event(), p2=threading.Event())
+    turns = [
+        ScriptedTurn(tool_calls=[tool_call("c1", "pause", gate="p1")]),
+        ScriptedTurn(tool_calls=[tool_call("c2", "pause", gate="p2")]),
+        "done",
+    ]
+    model = ScriptedModel(turns)
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[pause])
     agent.prompt("go")
-    wait_until(lambda: agent.state().pending_tool_calls == ["p"])
-    agent.steer("s1")
-    agent.steer("s2")
-    release.set()
-    wait_until(lambda: agent._core.model.call_count >= 2)  # type: ignore[attr-defined]
-    agent.set_steering_mode("all")  # applies at the next consumption
+    wait_until(lambda: agent.state().pending_tool_calls == ["c1"])
+    for text in ("s1", "s2", "s3"):
+        agent.steer(text)
+    gates["p1"].set()
+    wait_until(lambda: agent.state().pending_tool_calls == ["c2"])
+    agent.set_steering_mode("all")
+    gates["p2"].set()
     agent.wait_for_idle(timeout=5)
-    requests = agent._core.model.requests  # type: ignore[attr-defined]
-    first_user_texts = [m.text for m in requests[1].messages if isinstance(m, UserMessage)]
-    assert first_user_texts[-1] == "s1"  # one at a time: s1 went alone
-    assert [m.text for m in requests[2].messages if isinstance(m, UserMessage)][-1] == "s2"
+    assert user_texts(model.requests[1]) == ["go", "s1"]  # one at a time before the switch
+    assert user_texts(model.requests[2]) == ["go", "s1", "s2", "s3"]  # all after it
+    assert model.call_count == 3
+
+
+def test_a_follow_up_mode_switch_mid_run_applies_at_the_next_consumption(
+    runtime: Runtime,
+) -> None:
+    gates, pause = gated_pause()
+    gates.update(p1=threading.Event(), p2=threading.Event())
+    turns = [
+        ScriptedTurn(tool_calls=[tool_call("c1", "pause", gate="p1")]),
+        "a",
+        ScriptedTurn(tool_calls=[tool_call("c2", "pause", gate="p2")]),
+        "b",
+        "c",
+    ]
+    model = ScriptedModel(turns)
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[pause])
+    agent.prompt("go")
+    wait_until(lambda: agent.state().pending_tool_calls == ["c1"])
+    for text in ("f1", "f2", "f3"):
+        agent.follow_up(text)
+    gates["p1"].set()
+    wait_until(lambda: agent.state().pending_tool_calls == ["c2"])
+    agent.set_follow_up_mode("all")
+    gates["p2"].set()
+    agent.wait_for_idle(timeout=5)
+    assert user_texts(model.requests[2]) == ["go", "f1"]  # one at a time before the switch
+    assert user_texts(model.requests[4]) == ["go", "f1", "f2", "f3"]  # all after it
+    assert model.call_count == 5
+    assert agent.state().follow_up_queue == []
+
+
+def test_a_follow_up_that_misses_the_loops_last_look_starts_the_next_run(
+    runtime: Runtime,
+) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["first", "second"]))
+    gate = agent.subscribe(max_queue=1, overflow="block", block_timeout=10)
+    agent.prompt("go")
+    run = agent._core.run
+    assert run is not None
+    # The loop found no follow-up and ended; the run itself still waits on the gate reader.
+    wait_until(lambda: run.ending)
+    agent.follow_up("late")
+    gate.close()
+    wait_until(lambda: len(agent.state().messages) == 4)
+    agent.wait_for_idle(timeout=5)
+    texts = [m.text for m in agent.state().messages]  # type: ignore[union-attr]
+    assert texts == ["go", "first", "late", "second"]
+    assert agent.state().follow_up_queue == []
+
+
+def test_a_reader_that_sees_the_end_can_prompt_at_once_while_another_reader_lags(
+    runtime: Runtime,
+) -> None:
+    model = ScriptedModel([ScriptedTurn(chunks=["a", "b"])] * 3)
+    agent = runtime.start_agent(("s", "main", 0), model=model)
+    with agent.subscribe() as counter:
+        first = agent.prompt("one")
+        per_run = len(list(counter.until_end(timeout=5, run_id=first))) - 1
+    reader = agent.subscribe()
+    # Full exactly when the terminal comes: the run's driver then waits on this reader.
+    lagging = agent.subscribe(max_queue=per_run, overflow="block", block_timeout=10)
+    second = agent.prompt("two")
+    assert isinstance(list(reader.until_end(timeout=5))[-1], AgentEnd)
+    third = agent.prompt("three")  # no AgentBusy: the agent went idle before the end was sent
+    # The lagging reader still gets the runs in order: all of the second, then the third.
+    assert {e.run_id for e in lagging.until_end(timeout=5)} == {second}
+    assert {e.run_id for e in lagging.until_end(timeout=5)} == {third}
+    agent.wait_for_idle(timeout=5)
+
+
+def test_a_dropped_subscription_releases_a_run_blocked_on_it(runtime: Runtime) -> None:
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel([ScriptedTurn(chunks=list("abcdef"))])
+    )
+    sub = agent.subscribe(max_queue=1, overflow="block", block_timeout=30)
+    buffer = sub.stream  # held by the test; the subscription itself is dropped below
+    agent.prompt("go")
+    wait_until(lambda: buffer.stats().queue_size == 1)
+    del sub
+    gc.collect()
+    agent.wait_for_idle(timeout=5)  # well before the 30 s block_timeout
+    assert agent._core.live_subscriptions() == []
 
 
 def test_steering_mode_all_delivers_everything_at_once(runtime: Runtime) -> None:
@@ -321,6 +466,24 @@ def test_reset_aborts_the_run_then_clears(runtime: Runtime) -> None:
     agent.reset()
     state = agent.state()
     assert not state.is_running and state.messages == [] and state.follow_up_queue == []
+
+
+def test_nothing_of_a_reset_run_reaches_the_next_runs_history(runtime: Runtime) -> None:
+    @tool
+    def lingers(ctx: ToolContext) -> str:
+        """Returns only once aborted, within the abort grace."""
+        ctx.signal.wait(5)
+        return "late result"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("c", "lingers")]), "fresh"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[lingers])
+    agent.prompt("old")
+    wait_until(lambda: agent.state().pending_tool_calls == ["c"])
+    agent.reset()
+    assert agent.state().messages == []
+    assert agent.run("new", timeout=5).text == "fresh"
+    assert [m.text for m in model.requests[1].messages] == ["new"]  # type: ignore[attr-defined]
+    assert [m.text for m in agent.state().messages] == ["new", "fresh"]  # type: ignore[attr-defined]
 
 
 def test_ten_concurrent_aborts_do_not_crash_the_agent(runtime: Runtime) -> None:
@@ -402,8 +565,11 @@ def test_stop_and_stop_all(runtime: Runtime) -> None:
 def test_bad_input(runtime: Runtime) -> None:
     with pytest.raises(TypeError, match="'temprature'"):
         runtime.start_agent(("s", "main", 0), model=ScriptedModel([]), temprature=0.5)
-    with pytest.raises(ValueError, match="index"):
-        runtime.start_agent(("s", "main", -1), model=ScriptedModel([]))
+    for key in [("s", "main", -1), ("s", "main"), ("", "main", 0), ("s", "", 0), ("s", "m", True)]:
+        with pytest.raises(ValueError, match="agent key"):
+            runtime.start_agent(key, model=ScriptedModel([]))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="agent key"):
+        runtime.subagents.start("s/main/0", model=ScriptedModel([]))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="steering_mode"):
         runtime.start_agent(("s", "main", 0), model=ScriptedModel([]), steering_mode="some")
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([]))
@@ -483,20 +649,37 @@ def test_runtime_stop_aborts_running_agents_and_pairs_their_calls() -> None:
         ctx.signal.wait(10)
         return "aborted cleanly"
 
+    threads_before = set(threading.enumerate())
     rt = Runtime.start(RuntimeConfig())
     agent = rt.start_agent(
         ("s", "main", 0),
         model=ScriptedModel([ScriptedTurn(tool_calls=[tool_call("h", "hang")])]),
         tools=[hang],
     )
-    agent.prompt("go")
-    wait_until(lambda: agent.state().pending_tool_calls == ["h"])
+    streaming = rt.start_agent(("s", "streaming", 0), model=ScriptedModel([slow_turn()]))
+    leaf_model = ScriptedModel([slow_turn()])
+    delegating = rt.start_agent(
+        ("d", "top", 0),
+        model=ScriptedModel(
+            [ScriptedTurn(tool_calls=[tool_call("d", "delegate", role="leaf", task="t")])]
+        ),
+        tools=[delegate(["leaf"], model=leaf_model)],
+    )
+    for each in (agent, streaming, delegating):
+        each.prompt("go")
+    wait_until(lambda: agent.state().pending_tool_calls == ["h"] and leaf_model.call_count == 1)
+    leaf = rt.registry.lookup(("d", "leaf", 0))
     started = time.monotonic()
     rt.stop(timeout=10)
     assert time.monotonic() - started < 5
     history = agent._core.messages
     assert not validate_transcript(history)
     assert isinstance(history[-1], ToolResultMessage) and history[-1].text == "aborted cleanly"
+    for each in (agent, streaming, delegating, leaf):
+        assert not each.alive and each._core.run is None
+        assert not validate_transcript(each._core.messages)
+    assert rt.abort_table.count() == 0
+    wait_until(lambda: set(threading.enumerate()) <= threads_before, what="no thread left")
 
 
 def test_stream_yields_the_run_and_astream_and_arun_work_in_asyncio(runtime: Runtime) -> None:
@@ -533,18 +716,98 @@ def test_async_for_over_a_subscription(runtime: Runtime) -> None:
     sub.close()
 
 
-def test_calls_on_a_stopped_agent_raise_agent_stopped(runtime: Runtime) -> None:
+def test_every_call_on_a_stopped_agent_raises_agent_stopped(runtime: Runtime) -> None:
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([]))
     agent.stop()
-    for call in (
-        lambda: agent.prompt("x"),
-        agent.continue_run,
-        lambda: agent.steer("x"),
-        agent.subscribe,
-    ):
+
+    async def use_async() -> None:
+        with pytest.raises(AgentStopped):
+            await agent.arun("x")
+        with pytest.raises(AgentStopped):
+            [e async for e in agent.astream("x")]
+
+    calls: dict[str, Callable[[], object]] = {
+        "prompt": lambda: agent.prompt("x"),
+        "continue_run": agent.continue_run,
+        "steer": lambda: agent.steer("x"),
+        "follow_up": lambda: agent.follow_up("x"),
+        "abort": agent.abort,
+        "wait_for_idle": agent.wait_for_idle,
+        "run": lambda: agent.run("x"),
+        "stream": lambda: list(agent.stream("x")),
+        "subscribe": agent.subscribe,
+        "state": agent.state,
+        "reset": agent.reset,
+        "set_system_prompt": lambda: agent.set_system_prompt("p"),
+        "set_model": lambda: agent.set_model(ScriptedModel([])),
+        "set_tools": lambda: agent.set_tools([]),
+        "set_steering_mode": lambda: agent.set_steering_mode("all"),
+        "set_follow_up_mode": lambda: agent.set_follow_up_mode("all"),
+    }
+    for name, call in calls.items():
         with pytest.raises(AgentStopped):
             call()
-    assert isinstance(AgentKey("s", "main", 0), tuple)
+            pytest.fail(f"{name} on a stopped agent did not raise AgentStopped")
+    asyncio.run(use_async())
+    agent.stop()  # idempotent
+    assert agent.key == AgentKey("s", "main", 0) and not agent.alive and not agent.ref.is_alive()
+
+
+def test_memory_none_is_accepted_and_a_memory_policy_is_refused_clearly(
+    runtime: Runtime,
+) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]), memory=None)
+    assert agent.run("go", timeout=5).text == "x"
+    with pytest.raises(NotImplementedError, match="memory"):
+        runtime.start_agent(("s", "main", 1), model=ScriptedModel([]), memory=object())
+    assert runtime.registry.lookup(("s", "main", 1)) is None
+
+
+def test_a_subscription_made_mid_run_reads_the_rest_of_that_run(runtime: Runtime) -> None:
+    model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=0.05)])
+    agent = runtime.start_agent(("s", "main", 0), model=model)
+    run_id = agent.prompt("go")
+    wait_until(lambda: agent.state().stream_message is not None)
+    with agent.subscribe() as late:
+        events = list(late.until_end(timeout=5))
+    assert late.closed
+    assert isinstance(events[-1], AgentEnd) and {e.run_id for e in events} == {run_id}
+    seqs = [e.seq for e in events]
+    assert seqs == sorted(seqs) and seqs[0] > 1  # it joined mid-run, in order, gap-free after
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+
+
+def test_agent_state_round_trips_through_json(runtime: Runtime) -> None:
+    @tool
+    def noop() -> str:
+        """Nothing."""
+        return ""
+
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel(["x"]), tools=[noop], system_prompt="sys"
+    )
+    agent.run("go", timeout=5)
+    agent.steer("queued for the next run")
+    state = agent.state()
+    assert AgentState.model_validate_json(state.model_dump_json()) == state
+    assert state.tools[0].name == "noop" and state.system_prompt == "sys"
+
+
+def test_stopping_an_agent_mid_stream_ends_the_stream_with_the_runs_canceled(
+    runtime: Runtime,
+) -> None:
+    model = ScriptedModel([slow_turn()])
+    agent = runtime.start_agent(("s", "main", 0), model=model)
+    watcher = agent.subscribe()
+    stopper = threading.Thread(
+        target=lambda: (wait_until(lambda: model.call_count == 1), agent.stop())
+    )
+    stopper.start()
+    events = list(agent.stream("go"))
+    stopper.join(timeout=5)
+    assert isinstance(events[-1], Canceled) and events[-1].agent == agent.key
+    assert isinstance(list(watcher)[-1], Canceled)  # then the subscription is closed
+    assert watcher.closed
 
 
 def test_abort_of_an_idle_agent_returns_false(runtime: Runtime) -> None:

@@ -13,6 +13,7 @@ from agent_runtime.loop import validate_transcript
 from agent_runtime.messages import ToolCall, ToolResultMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import ToolContext, tool
+from supervisors import kill
 
 
 @pytest.fixture
@@ -155,3 +156,23 @@ def test_a_system_prompt_sent_with_steering_applies_to_the_next_model_call(
     agent.steer("change", system_prompt="new")
     agent.wait_for_idle(timeout=5)
     assert [r.system for r in gate_model.requests] == ["old", "new"]
+
+
+def test_a_crashed_subagent_never_touches_its_parent_or_siblings(runtime: Runtime) -> None:
+    worker_model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=30.0)])
+    top = runtime.start_agent(
+        ("s", "top", 0),
+        model=ScriptedModel([ask("d", "worker", "t"), "recovered"]),
+        tools=[delegate(model=worker_model)],
+    )
+    sibling = runtime.start_agent(("s", "sibling", 0), model=ScriptedModel(["fine"]))
+    top.prompt("go")
+    wait_until(lambda: worker_model.call_count == 1)
+    worker = runtime.registry.lookup(("s", "worker", 0))
+    kill(worker.ref)
+    top.wait_for_idle(timeout=5)
+    (result,) = [m for m in top.state().messages if isinstance(m, ToolResultMessage)]
+    assert result.is_error and "canceled" in result.text
+    assert top.alive and top.state().messages[-1].text == "recovered"  # type: ignore[union-attr]
+    assert not worker.alive and runtime.registry.lookup(("s", "worker", 0)) is None
+    assert sibling.run("hi", timeout=5).text == "fine"
