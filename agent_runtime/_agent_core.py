@@ -36,6 +36,7 @@ from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import AgentContext, LoopConfig
 from agent_runtime.loop import stream as loop_stream
 from agent_runtime.loop import stream_continue as loop_stream_continue
+from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import (
     AssistantMessage,
     Message,
@@ -257,6 +258,7 @@ class AgentCore:
         level = o["thinking_level"]
         return LoopConfig(
             model=self.model,
+            trace_links=current_links(),
             max_tool_concurrency=o["max_tool_concurrency"],
             max_tool_turns=o["max_tool_turns"],
             tool_timeout=o["tool_timeout"],

@@ -9,6 +9,7 @@ from typing import Any, TypeVar, cast
 
 import pykka
 import structlog
+from opentelemetry import metrics
 
 from supervisors._actor import ExitReason, Monitor, SupervisedActor, actor_of, monitor
 from supervisors._errors import ChildStartError, SupervisorStopped
@@ -17,6 +18,11 @@ from supervisors._shutdown import shutdown_child, start_child
 from supervisors._spec import ChildCounts, ChildInfo, ChildSpec
 
 log = structlog.get_logger(__name__)
+
+# A no-op until the application installs an OpenTelemetry SDK.
+RESTARTS = metrics.get_meter("supervisors").create_counter(
+    "supervisor.restarts", unit="{restart}", description="Children restarted, by supervisor"
+)
 
 # How long a handle waits for its supervisor to answer a call that involves no child start
 # or shutdown; calls that do are bounded by the children's own start and shutdown times.
@@ -201,6 +207,7 @@ class SupervisorCore(SupervisedActor):
                 self.actor_ref.tell(RetryRestart(group[position:]))
                 return
             self.log.info("supervisor.child.restarted", child=child.spec.id)
+            RESTARTS.add(1, {"supervisor": self.name, "child": child.spec.id})
 
     def give_up(self, child: Child) -> None:
         """Restart intensity exceeded: stop every child and exit abnormally."""

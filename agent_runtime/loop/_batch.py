@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
@@ -113,6 +114,8 @@ class ToolBatch:
         signal: AbortSignal,
         stamp: Stamp,
         take_steering: Callable[[], list[Message]],
+        *,
+        task_context: Callable[[str], contextvars.Context] | None = None,
     ) -> None:
         self.calls = list(calls)
         self.tools = list(tools)
@@ -120,6 +123,7 @@ class ToolBatch:
         self.signal = signal
         self.stamp = stamp
         self.take_steering = take_steering
+        self._task_context = task_context
         self.outcome = BatchOutcome()
         self._done: dict[str, ToolResult] = {}
         self._contexts: dict[str, ToolContext] = {}
@@ -198,7 +202,10 @@ class ToolBatch:
                 run_sync=self.config.run_sync,
                 timeout=self.config.tool_timeout,
             )
-            self._tasks[asyncio.ensure_future(coro)] = call
+            # The tool runs with its own span current, so work it starts (a delegated
+            # subagent's run) links back to it.
+            run_in = self._task_context(call.id) if self._task_context is not None else None
+            self._tasks[self._loop.create_task(coro, context=run_in)] = call
         deadline: float | None = None
         while self._tasks:
             if self.signal.aborted and deadline is None:

@@ -21,6 +21,7 @@ from agent_runtime.events import (
     TurnStart,
 )
 from agent_runtime.loop._batch import ToolBatch
+from agent_runtime.loop._trace import RunTrace
 from agent_runtime.loop._turn import TurnOutcome, build_request, stream_turn
 from agent_runtime.loop.types import AgentContext, LoopConfig
 from agent_runtime.messages import (
@@ -55,6 +56,8 @@ class _Run:
         self.pending: list[Message] = []  # taken from a getter, not yet delivered
         self.pending_are_follow_ups = False
         key = config.agent
+        info = config.model.info
+        self.trace = RunTrace(key, config.run_id, info.model, info.provider, config.trace_links)
         self.log = log.bind(
             run_id=config.run_id,
             session=key.session if key else None,
@@ -64,9 +67,11 @@ class _Run:
 
     def stamp(self, event: Event) -> Event:
         self.seq += 1
-        return event.model_copy(
+        stamped = event.model_copy(
             update={"agent": self.config.agent, "run_id": self.config.run_id, "seq": self.seq}
         )
+        self.trace.observe(stamped)
+        return stamped
 
     def commit(self, message: Message) -> list[Event]:
         """Add a message to the transcript; MessageStart/MessageEnd announce it."""
@@ -182,7 +187,13 @@ class _Run:
                             continue
                         break
                     batch = ToolBatch(
-                        calls, self.tools, self.config, self.signal, self.stamp, self.take_steering
+                        calls,
+                        self.tools,
+                        self.config,
+                        self.signal,
+                        self.stamp,
+                        self.take_steering,
+                        task_context=self.trace.tool_context,
                     )
                     batch_events = batch.run()
                     async with aclosing(batch_events):
@@ -232,6 +243,7 @@ class _Run:
         finally:
             # Closed early (aclose, or an exception from a callback): nothing taken is lost.
             self.hand_back()
+            self.trace.finish(None)
 
     async def _stop_at_turn_limit(self) -> AsyncIterator[Event]:
         limit = self.config.max_tool_turns

@@ -78,6 +78,8 @@ class LoopConfig(BaseModel):
     - `get_system_prompt`, when set, is asked before every model call (so a system prompt
       changed mid-run applies to the next call); otherwise the context's prompt is used.
     - `spawner` becomes `ToolContext.spawn` for the run's tools (the agent wires it).
+    - `trace_links`: OpenTelemetry links for the run's `agent.run` span (a delegated
+      subagent's run links to the tool span that started it).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -109,6 +111,7 @@ class LoopConfig(BaseModel):
     runtime: Any = None
     run_sync: SyncRunner | None = None
     get_system_prompt: Callable[[], str] | None = None
+    trace_links: Sequence[Any] = Field(default_factory=list)
     spawner: Callable[..., Any] | None = None
     stream_max_queue: int = Field(10_000, ge=1)
     stream_overflow: OverflowPolicy = "block"
