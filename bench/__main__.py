@@ -14,11 +14,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from agent_runtime.config import TelemetryConfig
+from agent_runtime.config import RuntimeConfig, TelemetryConfig
 from agent_runtime.event_stream import EventStream
 from agent_runtime.events import TurnStart
 from agent_runtime.llm import ChatRequest
+from agent_runtime.loop import AgentContext, LoopConfig, run
 from agent_runtime.messages import UserMessage
+from agent_runtime.runtime import Runtime
 from agent_runtime.telemetry import configure_logging
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
 from supervisors import ChildSpec, SupervisedActor, Supervisor, kill
@@ -156,6 +158,46 @@ def bare_async_iteration() -> float:
     return asyncio.run(go())
 
 
+def agent_run() -> float:
+    with Runtime.start(RuntimeConfig(telemetry=TelemetryConfig(log_level="warning"))) as rt:
+        turns = [ScriptedTurn(chunks=["a"] * 20) for _ in range(300)]
+        agent = rt.start_agent(("bench", "a", 0), model=ScriptedModel(turns))
+        started = time.perf_counter()
+        for _ in range(300):
+            agent.run("hi", timeout=10)
+            agent.reset()
+        return (time.perf_counter() - started) / 300
+
+
+def bare_loop_run() -> float:
+    turns = [ScriptedTurn(chunks=["a"] * 20) for _ in range(300)]
+    model = ScriptedModel(turns)
+
+    async def go() -> float:
+        started = time.perf_counter()
+        for _ in range(300):
+            config = LoopConfig(model)
+            async for _ in run([UserMessage(content="hi")], AgentContext(), config):
+                pass
+        return (time.perf_counter() - started) / 300
+
+    return asyncio.run(go())
+
+
+def many_agents() -> float:
+    with Runtime.start(RuntimeConfig(telemetry=TelemetryConfig(log_level="warning"))) as rt:
+        agents = [
+            rt.start_agent(("bench", "w", i), model=ScriptedModel(["a", "b", "c"]))
+            for i in range(200)
+        ]
+        started = time.perf_counter()
+        for agent in agents:
+            agent.prompt("x")
+        for agent in agents:
+            agent.wait_for_idle(timeout=30)
+        return (time.perf_counter() - started) / 200
+
+
 def row(name: str, ours: float, base: float, base_name: str) -> None:
     left = f"{name:<34} {ours * 1e6:10.2f} us"
     right = f"vs {base_name:<26} {base * 1e6:10.2f} us"
@@ -188,6 +230,18 @@ def main() -> None:
         best_of(restart_latency, 1),
         best_of(thread_start_join, 3),
         "Thread start+join",
+    )
+    row(
+        "agent.run (1 turn, 20 chunks)",
+        best_of(agent_run, 1),
+        best_of(bare_loop_run, 3),
+        "loop.run on asyncio.run",
+    )
+    row(
+        "200 agents at once, per agent",
+        best_of(many_agents, 1),
+        best_of(bare_loop_run, 3),
+        "loop.run on asyncio.run",
     )
     row(
         "ScriptedModel.generate (20 chunks)",
