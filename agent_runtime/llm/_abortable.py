@@ -81,26 +81,55 @@ async def iterate_abortable(
             await _aclose(source)
         return
     signal.raise_if_aborted()
-    watch = _AbortWatch(signal)
+    # One reader task per stream (not one per chunk): it moves items through a one-slot
+    # queue, so the stream is read no further ahead than the consumer. An abort cancels the
+    # reader, whose pending read (and HTTP response) closes at once.
+    loop = asyncio.get_running_loop()
+    slot: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=1)
+    reader = loop.create_task(_read_into(source, slot))
+
+    def on_abort(_: AbortSignal) -> None:
+        loop.call_soon_threadsafe(_abort_reader, reader, slot)
+
+    remove = signal.on_abort(on_abort)
     try:
         while True:
-            step: asyncio.Future[T] = asyncio.ensure_future(anext(source))
-            try:
-                await asyncio.wait(_pair(step, watch.future), return_when=asyncio.FIRST_COMPLETED)
-            except asyncio.CancelledError:
-                await _cancel(step)
-                raise
-            if not step.done():
-                await _cancel(step)
-                raise Aborted(signal.reason)
-            try:
-                item = step.result()
-            except StopAsyncIteration:
+            kind, value = await slot.get()
+            if kind == "item":
+                yield value
+            elif kind == "end":
                 return
-            yield item
+            elif kind == "error":
+                raise value
+            else:
+                raise Aborted(signal.reason)
     finally:
-        watch.close()
+        remove()
+        if not reader.done() and not reader.cancelling():
+            reader.cancel()
+        # Wait for the reader's own cleanup (closing the response) without cancelling it twice;
+        # asyncio.wait neither raises the reader's outcome nor hides our own cancellation.
+        await asyncio.wait([reader])
         await _aclose(source)
+
+
+async def _read_into(source: AsyncIterator[Any], slot: asyncio.Queue[tuple[str, Any]]) -> None:
+    try:
+        async for item in source:
+            await slot.put(("item", item))
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # handed to the consumer, raised there
+        await slot.put(("error", exc))
+        return
+    await slot.put(("end", None))
+
+
+def _abort_reader(reader: asyncio.Task[None], slot: asyncio.Queue[tuple[str, Any]]) -> None:
+    reader.cancel()
+    while not slot.empty():  # an item read before the abort is dropped: the abort wins
+        slot.get_nowait()
+    slot.put_nowait(("aborted", None))
 
 
 async def _aclose(source: AsyncIterator[object]) -> None:
