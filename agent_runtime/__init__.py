@@ -57,6 +57,7 @@ from agent_runtime.llm.errors import (
     RateLimitError,
 )
 from agent_runtime.loop import AgentContext, LoopConfig, RetryPolicy
+from agent_runtime.memory import MemoryPolicy, SessionMemory
 from agent_runtime.messages import (
     AssistantMessage,
     Content,
@@ -86,6 +87,8 @@ from agent_runtime.tools import (
 )
 
 __all__ = [
+    "MemoryPolicy",
+    "SessionMemory",
     "delegate",
     "AuthenticationError",
     "CapabilityNotSupportedError",

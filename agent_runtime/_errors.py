@@ -88,3 +88,21 @@ class AgentStopped(AgentRuntimeError):
     def __init__(self, key: Any) -> None:
         super().__init__(f"agent {tuple(key)!r} is stopped")
         self.key = key
+
+
+class ConcurrentModification(AgentRuntimeError):
+    """A session's history moved on since it was read: a compaction based on it was refused.
+
+    Attributes:
+        session: the session whose history changed.
+        expected: the sequence the caller based its change on.
+        actual: the sequence stored when the change was attempted.
+    """
+
+    def __init__(self, session: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"session {session!r} moved on: expected sequence {expected}, found {actual}"
+        )
+        self.session = session
+        self.expected = expected
+        self.actual = actual

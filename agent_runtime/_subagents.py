@@ -15,6 +15,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime.agent import Agent, AgentActor
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop.types import RetryPolicy
+from agent_runtime.memory import MemoryPolicy
 from agent_runtime.tools import Tool, ToolRegistry, check_unique
 from supervisors import ChildSpec, ChildStartError
 
@@ -48,7 +49,10 @@ def agent_options(runtime: Runtime, options: dict[str, Any]) -> dict[str, Any]:
         TypeError: an unknown option (named), a model that is not a ChatModel, tools that
             are not Tools.
         ValueError: a value out of range (named).
-        NotImplementedError: `memory` other than None (session memory is not built yet).
+
+
+    `memory`: a MemoryPolicy; None (the default) takes `[memory]` of the config
+    (read and write the session's history: durable with the default SQLite store).
     """
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
@@ -101,12 +105,14 @@ def agent_options(runtime: Runtime, options: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"invalid {name} {out[name]!r} (expected an int >= 1)")
     if not isinstance(out["retry"], RetryPolicy):
         raise TypeError("retry must be a RetryPolicy")
-    if out["memory"] is not None:
-        # Session memory (DESIGN.md 9) is not built yet: refuse rather than ignore a policy.
-        raise NotImplementedError(
-            f"agent option memory={out['memory']!r} is not supported yet: session memory is"
-            " not implemented (pass memory=None; history lives in the agent only)"
-        )
+    memory = out["memory"]
+    if memory is None:
+        mem = runtime.config.memory
+        out["memory"] = MemoryPolicy(read=mem.read, write=mem.write, last_n=mem.last_n)
+    elif memory is False:
+        out["memory"] = MemoryPolicy.none()
+    elif not isinstance(memory, MemoryPolicy):
+        raise TypeError(f"memory must be a MemoryPolicy, not {type(memory).__name__}")
     return out
 
 
@@ -166,6 +172,9 @@ class Subagents:
         parent's session, tied to the parent (stopped with it)."""
 
         def spawn(role: str, **options: Any) -> Agent:
+            # A spawned subagent works from the task it is given, not from the whole session's
+            # history, and its scratch work stays out of the session unless asked for.
+            options.setdefault("memory", MemoryPolicy.none())
             session = parent.key.session
             for _ in range(100):
                 index = self._runtime.registry.next_index(session, role)

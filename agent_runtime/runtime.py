@@ -18,6 +18,7 @@ from agent_runtime._holder import TableOwner
 from agent_runtime._subagents import Subagents
 from agent_runtime.abort import AbortTable
 from agent_runtime.config import RuntimeConfig, load_config
+from agent_runtime.memory import SessionMemory
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.telemetry import configure_logging
 from agent_runtime.tools import ToolRegistry
@@ -65,6 +66,7 @@ class Runtime:
         self._supervisor: Supervisor | None = None
         self._stopped = False
         self.tools = ToolRegistry()
+        self.memory = SessionMemory.from_config(config.memory)
         self.subagents = Subagents(self)
 
     @classmethod
@@ -192,8 +194,6 @@ class Runtime:
         Raises:
             AlreadyRegistered: a live agent holds the key.
             TypeError: an unknown option (named); ValueError: an invalid key or value.
-            NotImplementedError: `memory=` other than None (session memory is not built
-                yet; history lives in the agent only, also across a transient restart).
         """
         return self.subagents.start(key, **agent_options)
 
@@ -223,6 +223,7 @@ class Runtime:
                 agent.wait_for_idle(max(deadline - time.monotonic(), 0.0))
         with contextlib.suppress(SupervisorStopped):  # the root already gave up
             self.supervisor.stop(timeout=max(deadline - time.monotonic(), 0.1))
+        self.memory.close()
         log.info(
             "runtime.stopped",
             runtime=self.name,

@@ -2577,7 +2577,9 @@ def test_sync_tools_run_off_the_shared_event_loop_and_async_tools_on_it(
     for index in range(2):
         calls = [call("s", "sync_probe"), call("a", "async_probe")]
         model = ScriptedModel([ScriptedTurn(tool_calls=calls), "ok"])
-        agent = runtime.start_agent(("s", "r", index), model=model, tools=[sync_probe, async_probe])
+        agent = runtime.start_agent(
+            (f"s{index}", "r", index), model=model, tools=[sync_probe, async_probe]
+        )
         agent.run("go", timeout=3)
     assert seen["sync_on_loop"] is False
     assert seen["loops"][0] is seen["loops"][1]  # one shared event loop per runtime

@@ -7,6 +7,7 @@ import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -753,14 +754,63 @@ def test_every_call_on_a_stopped_agent_raises_agent_stopped(runtime: Runtime) ->
     assert agent.key == AgentKey("s", "main", 0) and not agent.alive and not agent.ref.is_alive()
 
 
-def test_memory_none_is_accepted_and_a_memory_policy_is_refused_clearly(
-    runtime: Runtime,
-) -> None:
-    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]), memory=None)
-    assert agent.run("go", timeout=5).text == "x"
-    with pytest.raises(NotImplementedError, match="memory"):
-        runtime.start_agent(("s", "main", 1), model=ScriptedModel([]), memory=object())
-    assert runtime.registry.lookup(("s", "main", 1)) is None
+def test_agents_of_a_session_share_its_durable_history(runtime: Runtime) -> None:
+    first = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["one"]))
+    first.run("hello", timeout=5)
+    assert [m.text for m in runtime.memory.history("s").messages] == ["hello", "one"]  # type: ignore[attr-defined]
+    second = runtime.start_agent(("s", "other", 0), model=ScriptedModel(["two"]))
+    assert [m.text for m in second.state().messages] == ["hello", "one"]  # type: ignore[attr-defined]
+    second.run("again", timeout=5)
+    history = runtime.memory.history("s")
+    assert [m.text for m in history.messages] == ["hello", "one", "again", "two"]  # type: ignore[attr-defined]
+    assert history.sequence == 2  # one batch per run
+
+
+def test_session_history_survives_the_runtime(tmp_path: Path) -> None:
+    with Runtime.start(RuntimeConfig()) as rt:
+        rt.start_agent(("s", "main", 0), model=ScriptedModel(["kept"])).run("q", timeout=5)
+    with Runtime.start(RuntimeConfig()) as rt:  # same working directory: same SQLite file
+        agent = rt.start_agent(("s", "main", 0), model=ScriptedModel([]))
+        assert [m.text for m in agent.state().messages] == ["q", "kept"]  # type: ignore[attr-defined]
+    assert (tmp_path / ".agent_runtime" / "memory.sqlite3").exists()
+
+
+def test_memory_policies_read_write_and_window(runtime: Runtime) -> None:
+    from agent_runtime.memory import MemoryPolicy
+
+    runtime.start_agent(("s", "a", 0), model=ScriptedModel(["1", "2"])).run("x", timeout=5)
+    blind = runtime.start_agent(
+        ("s", "blind", 0), model=ScriptedModel(["3"]), memory=MemoryPolicy.write_only()
+    )
+    assert blind.state().messages == []
+    blind.run("y", timeout=5)
+    silent = runtime.start_agent(
+        ("s", "silent", 0), model=ScriptedModel(["4"]), memory=MemoryPolicy.read_only()
+    )
+    silent.run("z", timeout=5)
+    assert [m.text for m in runtime.memory.history("s").messages] == ["x", "1", "y", "3"]  # type: ignore[attr-defined]
+    windowed = runtime.start_agent(
+        ("s", "w", 0), model=ScriptedModel([]), memory=MemoryPolicy.limited_window(2)
+    )
+    assert [m.text for m in windowed.state().messages] == ["y", "3"]  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="MemoryPolicy"):
+        runtime.start_agent(("s", "bad", 0), model=ScriptedModel([]), memory=object())
+
+
+def test_a_delegated_subagent_neither_reads_nor_writes_the_session(runtime: Runtime) -> None:
+    from agent_runtime import delegate
+
+    ask = ScriptedTurn(tool_calls=[tool_call("d", "delegate", role="helper", task="t")])
+    top = runtime.start_agent(
+        ("s", "top", 0),
+        model=ScriptedModel([ask, "done"]),
+        tools=[delegate(model=ScriptedModel(["helped"]))],
+    )
+    top.run("go", timeout=5)
+    helper = runtime.registry.lookup(("s", "helper", 0))
+    assert [m.text for m in helper.state().messages] == ["t", "helped"]  # type: ignore[attr-defined]
+    texts = [getattr(m, "text", "") for m in runtime.memory.history("s").messages]
+    assert texts == ["go", "", "helped", "done"]  # the top's run only; the helper's "t" is not
 
 
 def test_a_subscription_made_mid_run_reads_the_rest_of_that_run(runtime: Runtime) -> None:

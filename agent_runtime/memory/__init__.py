@@ -1,0 +1,49 @@
+"""Session memory (DESIGN.md 9): the history every agent of a session shares, kept in a store.
+
+```python
+from agent_runtime.memory import SessionMemory, MemoryPolicy, window
+memory = SessionMemory.default("state/memory.sqlite3")    # durable SqliteStore (WAL, one file)
+sequence = memory.append("s1", [UserMessage(content="hi")])
+h = memory.history("s1")                                   # SessionHistory(messages, sequence)
+memory.compact("s1", [summary], h.sequence)               # ConcurrentModification if it moved on
+with memory.subscribe("s1") as sub:                        # MemoryAdded / MemoryCompacted events
+    event = sub.poll(timeout=1.0)
+context = window(h.messages, MemoryPolicy.limited_window(20).last_n)
+```
+
+A session's `sequence` counts its committed changes (appends, compactions, deletes); it only
+grows, which makes `compact(..., expected_sequence)` an optimistic-concurrency check. Stores:
+`SqliteStore` (the default: a change whose call returned survives a crash) and `InMemoryStore`
+(tests); both implement the `MemoryStore` protocol with the same semantics.
+"""
+
+from agent_runtime._errors import ConcurrentModification
+from agent_runtime.memory._in_memory import InMemoryStore
+from agent_runtime.memory._memory import SessionMemory
+from agent_runtime.memory._models import (
+    MemoryAdded,
+    MemoryCompacted,
+    MemoryEvent,
+    MemoryEventAdapter,
+    SessionHistory,
+)
+from agent_runtime.memory._policy import MemoryPolicy, window
+from agent_runtime.memory._sqlite import SqliteStore
+from agent_runtime.memory._store import MemoryStore
+from agent_runtime.memory._subscription import MemorySubscription
+
+__all__ = [
+    "ConcurrentModification",
+    "InMemoryStore",
+    "MemoryAdded",
+    "MemoryCompacted",
+    "MemoryEvent",
+    "MemoryEventAdapter",
+    "MemoryPolicy",
+    "MemoryStore",
+    "MemorySubscription",
+    "SessionHistory",
+    "SessionMemory",
+    "SqliteStore",
+    "window",
+]

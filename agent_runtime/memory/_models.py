@@ -1,0 +1,60 @@
+"""The data of session memory: a session's history and the events that report its changes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from agent_runtime.messages import Message
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SessionHistory(_Frozen):
+    """A session's messages, oldest first, and the sequence they were read at.
+
+    `sequence` is the session's version: the number of changes committed to it. Every non-empty
+    append, every compaction (`replace`) and every delete adds exactly one; nothing else changes
+    it and it never decreases, even across a delete. A session never written has sequence 0 and
+    no messages. Pass it back as `expected_sequence` to compact: the compaction is refused
+    (`ConcurrentModification`) when any change was committed in between.
+
+    `messages` is a fresh list on every read: changing it changes nothing stored.
+    """
+
+    messages: list[Message] = Field(default_factory=list)
+    sequence: int = Field(0, ge=0)
+
+
+class MemoryAdded(_Frozen):
+    """`messages` were appended to `session`'s history by the change numbered `sequence`."""
+
+    type: Literal["memory_added"] = "memory_added"
+    session: str
+    messages: list[Message]
+    sequence: int = Field(ge=1)
+
+
+class MemoryCompacted(_Frozen):
+    """`session`'s history was replaced by `messages` (a compaction; a delete reports `[]`) by
+    the change numbered `sequence`."""
+
+    type: Literal["memory_compacted"] = "memory_compacted"
+    session: str
+    messages: list[Message]
+    sequence: int = Field(ge=1)
+
+
+MemoryEvent = Annotated[MemoryAdded | MemoryCompacted, Field(discriminator="type")]
+"""Any session-memory event, discriminated by `type`."""
+
+MemoryEventAdapter: TypeAdapter[MemoryEvent] = TypeAdapter(MemoryEvent)
+"""Validates / parses one `MemoryEvent` from Python data or JSON (`validate_json`)."""
+
+
+def history(messages: list[Message], sequence: int) -> SessionHistory:
+    """A `SessionHistory` of values a store already validated (skips revalidating every message)."""
+    return SessionHistory.model_construct(messages=messages, sequence=sequence)

@@ -1,0 +1,188 @@
+"""SqliteStore specifics: durability across a killed process, WAL and sync settings, JSON rows,
+files shared by several stores, paths, and schema versions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent_runtime.memory import ConcurrentModification, SqliteStore
+from agent_runtime.messages import MessageAdapter
+from tests.agent_runtime.memory.conftest import batch, texts
+
+# Appends batches of 3 to session "s" and prints "ACK <n>" once append(n) has returned; with
+# a second argument it kills itself with SIGKILL right after that many appends returned.
+_WRITER = textwrap.dedent(
+    """
+    import logging, os, signal, sys
+    import structlog
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    from agent_runtime.memory import SqliteStore
+    from agent_runtime.messages import UserMessage
+    store = SqliteStore(sys.argv[1])
+    limit = int(sys.argv[2]) if len(sys.argv) > 2 else None
+    n = 0
+    while True:
+        store.append("s", [UserMessage(content=f"{n}/{i}", timestamp=0.0) for i in range(3)])
+        if limit is not None and n + 1 == limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+        print(f"ACK {n}", flush=True)
+        n += 1
+    """
+)
+
+
+def _writer(path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path), *args],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _assert_whole_batches(path: Path, at_least: int) -> int:
+    """The file holds batches 0..k-1, each whole and in order, with k >= at_least; return k."""
+    with SqliteStore(path) as store:
+        history = store.load("s")
+    stored = texts(history.messages)
+    assert len(stored) % 3 == 0, "a batch was stored in part"
+    count = len(stored) // 3
+    assert stored == [f"{n}/{i}" for n in range(count) for i in range(3)]
+    assert history.sequence == count
+    assert count >= at_least
+    return count
+
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+
+
+def test_every_append_that_returned_survives_a_sigkill_right_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    proc = _writer(path, "25")
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert Path(f"{path}-wal").exists(), "the commits were still in the WAL when it died"
+    assert _assert_whole_batches(path, at_least=25) == 25
+
+
+def test_a_sigkill_during_appends_keeps_every_acknowledged_batch_whole(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    proc = _writer(path)
+    assert proc.stdout is not None
+    acked = -1
+    for line in proc.stdout:
+        acked = int(line.split()[1])
+        if acked >= 30:
+            break
+    proc.kill()  # SIGKILL, very likely in the middle of the next append
+    rest, _ = proc.communicate(timeout=30)
+    acked = max([acked, *(int(line.split()[1]) for line in rest.splitlines())])
+    assert proc.returncode == -signal.SIGKILL
+    _assert_whole_batches(path, at_least=acked + 1)
+
+
+def test_history_persists_across_close_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    with SqliteStore(path) as store:
+        store.append("s", batch("a"))
+        store.replace("s", batch("b", 1), 1)
+        store.append("gone", batch("g"))
+        store.delete("gone")
+    with SqliteStore(str(path)) as store:
+        assert store.load("s").messages == batch("b", 1)
+        assert store.load("s").sequence == 2
+        assert store.sessions() == ["s"]
+        assert store.load("gone").sequence == 2
+
+
+def test_the_file_is_in_wal_mode_with_full_sync_and_a_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    with SqliteStore(path, timeout=2.5) as store:
+        conn = store._conn
+        assert conn is not None
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 2500
+    with SqliteStore(path, synchronous="NORMAL") as store:
+        assert store._conn is not None
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+
+
+def test_messages_are_stored_as_their_json(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    with SqliteStore(path) as store:
+        store.append("s", batch("a", 2))
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT position, seq, json FROM messages WHERE session = 's' ORDER BY position"
+        ).fetchall()
+    assert [(p, s) for p, s, _ in rows] == [(0, 1), (1, 1)]
+    assert [MessageAdapter.validate_json(j) for _, _, j in rows] == batch("a", 2)
+
+
+def test_two_stores_on_one_file_share_histories_and_sequences(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    with SqliteStore(path) as one, SqliteStore(path) as two:
+        assert one.append("s", batch("a")) == 1
+        assert two.append("s", batch("b")) == 2
+        history = one.load("s")
+        assert texts(history.messages) == texts(batch("a") + batch("b"))
+        two.append("s", batch("c"))
+        with pytest.raises(ConcurrentModification):
+            one.replace("s", [], history.sequence)
+
+
+def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "memory.sqlite3"
+    with SqliteStore(str(path)) as store:
+        store.append("s", batch("a"))
+    assert path.exists()
+
+
+def test_memory_path_gives_a_private_database(tmp_path: Path) -> None:
+    with SqliteStore(":memory:") as store, SqliteStore(":memory:") as other:
+        store.append("s", batch("a"))
+        assert store.load("s").sequence == 1
+        assert other.sessions() == []
+
+
+def test_a_file_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    with pytest.raises(ValueError, match="schema version 99"):
+        SqliteStore(path)
+
+
+def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    path.write_bytes(b"not a database" * 100)
+    with pytest.raises(sqlite3.DatabaseError):
+        SqliteStore(path)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"synchronous": "OFF"}, "synchronous"), ({"timeout": -1}, "timeout")],
+)
+def test_bad_settings_are_named(tmp_path: Path, kwargs: dict[str, object], name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        SqliteStore(tmp_path / "m.sqlite3", **kwargs)  # type: ignore[arg-type]
+    assert not (tmp_path / "m.sqlite3").exists()
+
+
+def test_closing_leaves_no_wal_behind(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    store = SqliteStore(path)
+    store.append("s", batch("a"))
+    assert Path(f"{path}-wal").exists()
+    store.close()
+    assert not Path(f"{path}-wal").exists()
+    assert os.path.getsize(path) > 0
