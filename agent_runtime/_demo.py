@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agent_runtime._delegate import delegate
-from agent_runtime.config import RuntimeConfig, TelemetryConfig
+from agent_runtime.config import MemoryConfig, RuntimeConfig, TelemetryConfig
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
@@ -76,7 +76,10 @@ def _lead_turns() -> list[ScriptedTurn | str]:
 def run_demo(console: Console | None = None) -> int:
     """Run the showcase; returns a process exit code (0 when every check held)."""
     console = console or Console()
-    config = RuntimeConfig(telemetry=TelemetryConfig(log_level="warning"))
+    # In-memory session store: the showcase starts from a clean slate every time it runs.
+    config = RuntimeConfig(
+        telemetry=TelemetryConfig(log_level="warning"), memory=MemoryConfig(store="memory")
+    )
     ok = True
     with Runtime.start(config, name="demo") as runtime:
         console.rule("1. a lead agent delegates to two researchers in parallel")
