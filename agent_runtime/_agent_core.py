@@ -136,6 +136,7 @@ class AgentCore:
         self.follow_up_mode: str = options["follow_up_mode"]
         self.error: str | None = None
         self.run: RunRecord | None = None
+        self.last_run: RunRecord | None = None  # the newest run, until its end is delivered
         self.ended_at = 0.0
         self.idle = threading.Event()
         self.idle.set()
@@ -220,6 +221,7 @@ class AgentCore:
         run = RunRecord(uuid.uuid4().hex[:16], self.runtime.abort_table.new())
         run.base = len(self.messages)
         self.run = run
+        self.last_run = run
         self.error = None
         self.idle.clear()
         context = AgentContext(
@@ -501,15 +503,17 @@ class AgentCore:
 
     def _settle(self, run: RunRecord, terminal: Event | None) -> None:
         """Set the run's outcome and release its signal (after its events were delivered)."""
-        if run.settled:
-            return
-        run.settled = True
+        with self.lock:
+            if run.settled:
+                return
+            run.settled = True
+            close = self.stopped  # stopped during the run: its end is delivered, now close
         outcome = terminal or Canceled(agent=self.key, run_id=run.run_id, reason="lost")
         with contextlib.suppress(InvalidStateError):  # a waiter canceled it (arun timeout)
             run.outcome.set_result(outcome)
         self.runtime.abort_table.release(run.signal)
         self.log.info("agent.run.finished", run_id=run.run_id, outcome=type(outcome).__name__)
-        if self.stopped:  # stopped during the run: its end is delivered, now close
+        if close:
             self._close_subscriptions()
 
     # -- end of life ----------------------------------------------------------------------------
@@ -522,7 +526,10 @@ class AgentCore:
             if not self.stopped:
                 self.stopped = True
                 self.stop_reason = reason
-            running = self.run is not None
+            # A run counts until its end reached the subscribers (it goes idle a little
+            # earlier, so that a reader who sees the end can prompt at once).
+            last = self.last_run
+            running = last is not None and not last.settled
         self.abort(reason)
         if not running:
             self._close_subscriptions()
