@@ -45,7 +45,7 @@ from agent_runtime.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent_runtime.tools import Tool
+from agent_runtime.tools import Tool, merge_tools
 
 if TYPE_CHECKING:
     from agent_runtime.runtime import Runtime
@@ -265,9 +265,7 @@ class AgentCore:
     def _driver_done(self, run: RunRecord, driver: Future[None]) -> None:
         # A driver canceled before it ran (the runtime stopping) never reached its finally.
         if driver.cancelled() and not run.finished:
-            terminal = Canceled(agent=self.key, run_id=run.run_id, reason="runtime_stopped")
-            for sub in self.live_subscriptions():
-                sub.stream.push_async(terminal)
+            terminal = self._stopped_mid_run(run)
             self._finish(run, terminal)
             self._settle(run, terminal)
 
@@ -275,8 +273,6 @@ class AgentCore:
         registry = self.options.get("tool_registry")
         if registry is None:
             return list(self.tools)
-        from agent_runtime.tools import merge_tools
-
         return merge_tools(self.tools, registry)
 
     def _loop_config(self, run: RunRecord) -> LoopConfig:
@@ -443,13 +439,19 @@ class AgentCore:
                 await self.fan_out(event)
         except asyncio.CancelledError:
             if terminal is None:
-                terminal = Canceled(agent=self.key, run_id=run.run_id, reason="runtime_stopped")
-                for sub in self.live_subscriptions():
-                    sub.stream.push_async(terminal)
+                terminal = self._stopped_mid_run(run)
             raise
         finally:
             self._finish(run, terminal)
             self._settle(run, terminal)
+
+    def _stopped_mid_run(self, run: RunRecord) -> Event:
+        """The `Canceled` of a run whose driver the stopping runtime cancelled, handed to the
+        subscriptions without waiting (the loop is going away)."""
+        terminal = Canceled(agent=self.key, run_id=run.run_id, reason="runtime_stopped")
+        for sub in self.live_subscriptions():
+            sub.stream.push_async(terminal)
+        return terminal
 
     def _apply(self, run: RunRecord, event: Event) -> None:
         with self.lock:

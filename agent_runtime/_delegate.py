@@ -13,7 +13,7 @@ from agent_runtime._agent_core import as_messages
 from agent_runtime._errors import AgentBusy, RunCanceled, RunFailed
 from agent_runtime.agent import run_result
 from agent_runtime.messages import TextContent, ToolResult
-from agent_runtime.tools import Tool, ToolContext
+from agent_runtime.tools import Tool, ToolContext, error_result
 
 
 def delegate(
@@ -46,10 +46,10 @@ def delegate(
         ctx: ToolContext,
     ) -> ToolResult:
         if allowed is not None and role not in allowed:
-            return _error(f"unknown role {role!r}; choose one of: {', '.join(allowed)}")
+            return error_result(f"unknown role {role!r}; choose one of: {', '.join(allowed)}")
         runtime = ctx.runtime
         if runtime is None or ctx.agent_key is None:
-            return _error("delegate needs to run inside an agent of a runtime")
+            return error_result("delegate needs to run inside an agent of a runtime")
         parent = runtime.registry.lookup(ctx.agent_key)
         # Picking an idle subagent (or spawning one) and starting its run happen under one
         # lock per parent, so parallel delegations never claim the same subagent.
@@ -62,18 +62,18 @@ def delegate(
             try:
                 record = subagent._core.start(as_messages(task))
             except AgentBusy:
-                return _error(f"subagent {tuple(subagent.key)} is busy")
+                return error_result(f"subagent {tuple(subagent.key)} is busy")
         remove = ctx.signal.on_abort(lambda s: subagent.abort(f"parent_aborted: {s.reason}"))
         try:
             terminal = await asyncio.wait_for(asyncio.wrap_future(record.outcome), timeout)
             result = run_result(record, terminal)
         except RunCanceled as exc:
-            return _error(f"subagent {tuple(subagent.key)} was canceled: {exc.reason}")
+            return error_result(f"subagent {tuple(subagent.key)} was canceled: {exc.reason}")
         except RunFailed as exc:
-            return _error(f"subagent {tuple(subagent.key)} failed: {exc.reason}")
+            return error_result(f"subagent {tuple(subagent.key)} failed: {exc.reason}")
         except TimeoutError:
             subagent.abort("delegate_timeout")
-            return _error(f"subagent {tuple(subagent.key)} did not finish within {timeout}s")
+            return error_result(f"subagent {tuple(subagent.key)} did not finish within {timeout}s")
         finally:
             remove()
         return ToolResult(
@@ -111,9 +111,3 @@ def _idle_child(parent: Any, role: str) -> Any:
             if handle is not None:
                 return handle
     return None
-
-
-def _error(message: str) -> ToolResult:
-    return ToolResult(
-        content=[TextContent(text=message)], is_error=True, details={"outcome": "error"}
-    )

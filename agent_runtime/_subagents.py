@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import pykka
 import structlog
@@ -13,6 +13,7 @@ from agent_runtime._agent_core import AgentCore
 from agent_runtime._errors import AlreadyRegistered
 from agent_runtime._key import AgentKey
 from agent_runtime.agent import Agent, AgentActor
+from agent_runtime.config import QueueMode, ThinkingLevel
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop.types import RetryPolicy
 from agent_runtime.memory import MemoryPolicy
@@ -94,11 +95,11 @@ def agent_options(runtime: Runtime, options: dict[str, Any]) -> dict[str, Any]:
     elif out["tool_registry"] is not None and not isinstance(out["tool_registry"], ToolRegistry):
         raise TypeError("tool_registry must be True, None or a ToolRegistry")
     for name in ("steering_mode", "follow_up_mode"):
-        if out[name] not in ("one_at_a_time", "all"):
+        if out[name] not in get_args(QueueMode):
             raise ValueError(f"unknown {name} {out[name]!r} (expected one of: one_at_a_time, all)")
     if out["restart"] not in ("temporary", "transient"):
         raise ValueError(f"unknown restart {out['restart']!r} (expected temporary or transient)")
-    if out["thinking_level"] not in ("off", "minimal", "low", "medium", "high", "xhigh"):
+    if out["thinking_level"] not in get_args(ThinkingLevel):
         raise ValueError(f"unknown thinking_level {out['thinking_level']!r}")
     for name in ("max_tool_concurrency", "max_tool_turns"):
         if isinstance(out[name], bool) or not isinstance(out[name], int) or out[name] < 1:

@@ -169,7 +169,7 @@ async def deliver(ref: weakref.ref[Subscription], event: Event) -> bool:
 
     Only the buffer is held while a `block` delivery waits: a subscription its reader drops
     meanwhile is collected, which closes the buffer and ends the wait at once. Returns False
-    once the subscription is closed or gone (the agent then forgets it).
+    once the subscription is closed or gone (the agent's next `subscription_refs` prunes it).
     """
     sub = ref()
     if sub is None or sub.stream.done:

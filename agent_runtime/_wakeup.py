@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 
 
-def _resolve(fut: asyncio.Future[None]) -> None:
+def resolve(fut: asyncio.Future[None]) -> None:
+    """Set `fut`'s result unless it is already done (cancelled by its waiter)."""
     if not fut.done():
         fut.set_result(None)
 
@@ -45,7 +46,7 @@ class AsyncWaiters:
         for loop, fut in waiters:
             if loop is current:
                 # Same thread: no need to write to the loop's self-pipe to wake it.
-                loop.call_soon(_resolve, fut)
+                loop.call_soon(resolve, fut)
                 continue
             with contextlib.suppress(RuntimeError):  # a closed loop has nobody left to wake
-                loop.call_soon_threadsafe(_resolve, fut)
+                loop.call_soon_threadsafe(resolve, fut)

@@ -16,6 +16,8 @@ from typing import Any
 
 import structlog
 
+from agent_runtime._wakeup import resolve
+
 log = structlog.get_logger(__name__)
 
 AbortCallback = Callable[["AbortSignal"], None]
@@ -83,7 +85,7 @@ class AbortSignal:
         woken: asyncio.Future[None] = loop.create_future()
 
         def wake(_: AbortSignal) -> None:
-            loop.call_soon_threadsafe(_resolve, woken)
+            loop.call_soon_threadsafe(resolve, woken)
 
         remove = self.on_abort(wake)
         try:
@@ -129,11 +131,6 @@ class Aborted(Exception):
     def __init__(self, reason: Any) -> None:
         super().__init__(f"aborted: {reason}")
         self.reason = reason
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 _ids = itertools.count(1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, get_args
 
 import pykka
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,18 +14,17 @@ from agent_runtime._agent_core import AgentCore, RunRecord, as_messages
 from agent_runtime._errors import AgentStopped, RunCanceled, RunFailed
 from agent_runtime._key import AgentKey
 from agent_runtime._subscription import Subscription
+from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import OverflowPolicy
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.types import ModelInfo, ToolSpec
 from agent_runtime.messages import AssistantMessage, Message, StopReason, Usage
-from agent_runtime.tools import Tool
+from agent_runtime.tools import Tool, check_unique
 from supervisors import ExitReason, SupervisedActor, monitor
 
 if TYPE_CHECKING:
     from agent_runtime.runtime import Runtime
-
-QueueMode = Literal["one_at_a_time", "all"]
 
 
 class AgentState(BaseModel):
@@ -297,8 +296,6 @@ class Agent:
         Raises:
             ValueError: duplicate or invalid tool names.
         """
-        from agent_runtime.tools import check_unique
-
         check_unique(list(tools))
         with self._core.lock:
             self._core.check_alive()
@@ -328,7 +325,7 @@ class Agent:
 
 
 def _check_mode(mode: object) -> None:
-    if mode not in ("one_at_a_time", "all"):
+    if mode not in get_args(QueueMode):
         raise ValueError(f"unknown queue mode {mode!r} (expected one of: one_at_a_time, all)")
 
 

@@ -8,14 +8,10 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
+from agent_runtime._wakeup import resolve
 from agent_runtime.abort import Aborted, AbortSignal
 
 T = TypeVar("T")
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 class _AbortWatch:
@@ -26,7 +22,7 @@ class _AbortWatch:
         self.future: asyncio.Future[None] = loop.create_future()
 
         def wake(_: AbortSignal) -> None:
-            loop.call_soon_threadsafe(_resolve, self.future)
+            loop.call_soon_threadsafe(resolve, self.future)
 
         self._remove = signal.on_abort(wake)
 
@@ -78,7 +74,7 @@ async def iterate_abortable(
             async for item in source:
                 yield item
         finally:
-            await _aclose(source)
+            await aclose_quietly(source)
         return
     signal.raise_if_aborted()
     # One reader task per stream (not one per chunk): it moves items through a one-slot
@@ -110,7 +106,7 @@ async def iterate_abortable(
         # Wait for the reader's own cleanup (closing the response) without cancelling it twice;
         # asyncio.wait neither raises the reader's outcome nor hides our own cancellation.
         await asyncio.wait([reader])
-        await _aclose(source)
+        await aclose_quietly(source)
 
 
 async def _read_into(source: AsyncIterator[Any], slot: asyncio.Queue[tuple[str, Any]]) -> None:
@@ -132,7 +128,9 @@ def _abort_reader(reader: asyncio.Task[None], slot: asyncio.Queue[tuple[str, Any
     slot.put_nowait(("aborted", None))
 
 
-async def _aclose(source: AsyncIterator[object]) -> None:
+async def aclose_quietly(source: AsyncIterator[object]) -> None:
+    """Close `source` (e.g. its HTTP response) if it can be closed; idempotent, never raises
+    (a failure to close is not the caller's failure)."""
     aclose = getattr(source, "aclose", None)
     if aclose is not None:
         with contextlib.suppress(Exception):

@@ -15,7 +15,7 @@ from agent_runtime.abort import AbortSignal
 from agent_runtime.events import Event, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from agent_runtime.loop.types import LoopConfig
 from agent_runtime.messages import Content, Message, TextContent, ToolCall, ToolResult
-from agent_runtime.tools import Tool, ToolContext, execute_tool_call, find_tool
+from agent_runtime.tools import Tool, ToolContext, error_result, execute_tool_call, find_tool
 
 Stamp = Callable[[Event], Event]
 
@@ -55,25 +55,18 @@ def plan_groups(
 
 def skipped_result(call: ToolCall) -> ToolResult:
     """The result of a call skipped because a steering message arrived first."""
-    return ToolResult(
-        content=[
-            TextContent(
-                text=f"Skipped {call.name}: the user sent a new message before this call ran."
-            )
-        ],
-        is_error=True,
-        details={"outcome": "skipped"},
+    return error_result(
+        f"Skipped {call.name}: the user sent a new message before this call ran.",
+        outcome="skipped",
     )
 
 
 def not_started_result(call: ToolCall, reason: str) -> ToolResult:
     """The result of a call that never started because the run was aborted."""
-    return ToolResult(
-        content=[
-            TextContent(text=f"Not run: {call.name} was cancelled before it started ({reason}).")
-        ],
-        is_error=True,
-        details={"outcome": "not_started", "cancelled": True},
+    return error_result(
+        f"Not run: {call.name} was cancelled before it started ({reason}).",
+        outcome="not_started",
+        cancelled=True,
     )
 
 

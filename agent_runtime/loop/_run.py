@@ -23,7 +23,7 @@ from agent_runtime.events import (
 from agent_runtime.loop._batch import ToolBatch
 from agent_runtime.loop._trace import RunTrace
 from agent_runtime.loop._turn import TurnOutcome, build_request, stream_turn
-from agent_runtime.loop.types import AgentContext, LoopConfig
+from agent_runtime.loop.types import AgentContext, LoopConfig, MessagesGetter
 from agent_runtime.messages import (
     AssistantMessage,
     Message,
@@ -81,14 +81,13 @@ class _Run:
 
     def take_steering(self) -> list[Message]:
         """Steering queued by the owner; nothing once aborted (it stays in the queue)."""
-        getter = self.config.get_steering_messages
-        if getter is None or self.signal.aborted:
-            return []
-        return list(getter())
+        return self._take(self.config.get_steering_messages)
 
     def take_follow_ups(self) -> list[Message]:
         """Follow-ups queued by the owner; nothing once aborted (they stay in the queue)."""
-        getter = self.config.get_follow_up_messages
+        return self._take(self.config.get_follow_up_messages)
+
+    def _take(self, getter: MessagesGetter | None) -> list[Message]:
         if getter is None or self.signal.aborted:
             return []
         return list(getter())

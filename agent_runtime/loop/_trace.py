@@ -26,6 +26,7 @@ from agent_runtime.events import (
     Event,
     MessageEnd,
     MessageStart,
+    MessageUpdate,
     ProviderRetry,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -93,6 +94,8 @@ class RunTrace:
 
     def observe(self, event: Event) -> None:
         """Update spans and metrics for one event of the run."""
+        if isinstance(event, MessageUpdate):
+            return  # the per-token event: nothing to record
         if isinstance(event, AgentStart):
             self._run = self._tracer.start_span(
                 "agent.run", kind=SpanKind.INTERNAL, attributes=self._base, links=self._links

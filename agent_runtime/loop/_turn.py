@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from agent_runtime.events import (
     ProviderRetry,
     ProviderRetryEnd,
 )
-from agent_runtime.llm._abortable import await_abortable, iterate_abortable
+from agent_runtime.llm._abortable import aclose_quietly, await_abortable, iterate_abortable
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import (
@@ -67,20 +66,11 @@ def open_stream(
     return iterate_abortable(chunks, signal)
 
 
-async def close_stream(chunks: AsyncIterator[StreamChunk]) -> None:
-    """Close a model stream (its HTTP response) if it can be closed; idempotent, never raises
-    (a failure to close is not the run's failure)."""
-    aclose = getattr(chunks, "aclose", None)
-    if aclose is not None:
-        with contextlib.suppress(Exception):
-            await aclose()
-
-
 def retry_delay(attempt: int, error: LLMError, policy: RetryPolicy) -> float:
     """Seconds before retry number `attempt`: the jittered backoff, never above `max_delay`
     (the jitter spreads below the cap, not past it) unless a retry-after hint asks for more,
     honoured up to `max_retry_after`."""
-    delay = backoff_delay(
+    return backoff_delay(
         attempt,
         error,
         base_delay=policy.base_delay,
@@ -88,10 +78,6 @@ def retry_delay(attempt: int, error: LLMError, policy: RetryPolicy) -> float:
         max_retry_after=policy.max_retry_after,
         jitter=policy.jitter,
     )
-    cap = policy.max_delay
-    if error.retry_after is not None:
-        cap = max(cap, min(error.retry_after, policy.max_retry_after))
-    return min(delay, cap)
 
 
 @dataclass
@@ -186,7 +172,7 @@ async def stream_turn(
                     if delta is not None:
                         yield stamp(MessageUpdate(message=builder.snapshot(), delta=delta))
             finally:
-                await close_stream(chunks)  # a run closed mid-answer closes it now, not at GC
+                await aclose_quietly(chunks)  # a run closed mid-answer closes it now, not at GC
             response = builder.build()
         except Aborted as abort:
             partial = builder.snapshot(stop_reason="aborted", with_calls=False)

@@ -33,12 +33,14 @@ def backoff_delay(
 ) -> float:
     """Seconds to wait before retry number `attempt` (1-based).
 
-    `base_delay * 2**(attempt-1)`, capped at `max_delay`, spread by +-`jitter` (a fraction);
-    a provider's retry-after hint wins when it is longer, honoured up to `max_retry_after`.
+    `base_delay * 2**(attempt-1)` spread by +-`jitter` (a fraction), never above `max_delay`
+    (the spread stays under the cap); a provider's retry-after hint wins when it is longer,
+    honoured up to `max_retry_after`.
     """
-    delay = min(max_delay, base_delay * 2 ** (attempt - 1))
+    delay = base_delay * 2 ** (attempt - 1)
     if jitter:
         delay *= 1 + (rng or random).uniform(-jitter, jitter)
+    delay = min(delay, max_delay)
     if error is not None and error.retry_after is not None:
         delay = max(delay, min(error.retry_after, max_retry_after))
     return max(float(delay), 0.0)

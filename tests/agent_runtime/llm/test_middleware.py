@@ -134,7 +134,20 @@ def test_backoff_jitter_stays_within_its_band() -> None:
             attempt, None, base_delay=1.0, max_delay=8.0, max_retry_after=120.0, jitter=0.25
         )
         nominal = min(8.0, 2 ** (attempt - 1))
-        assert nominal * 0.75 <= delay <= nominal * 1.25
+        assert nominal * 0.75 <= delay <= min(nominal * 1.25, 8.0)
+
+
+def test_jitter_never_pushes_the_delay_past_its_cap() -> None:
+    import random
+
+    rng = random.Random(1)
+    delays = [
+        backoff_delay(
+            10, None, base_delay=1.0, max_delay=30.0, max_retry_after=120.0, jitter=0.5, rng=rng
+        )
+        for _ in range(200)
+    ]
+    assert max(delays) <= 30.0 and min(delays) >= 15.0
 
 
 # -- fallback ------------------------------------------------------------------------------------
