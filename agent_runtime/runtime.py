@@ -221,6 +221,12 @@ class Runtime:
         for agent in self.subagents.list():
             with contextlib.suppress(TimeoutError, AgentStopped):  # stopped meanwhile: fine
                 agent.wait_for_idle(max(deadline - time.monotonic(), 0.0))
+        # Tools still running now were abandoned by their runs (abort grace). Give them at
+        # most half of what is left, so the pool's own shutdown wait cannot outlast `timeout`.
+        if self._tool_tasks is not None:
+            left = max(deadline - time.monotonic(), 0.0)
+            if not self._tool_tasks.drain(min(left / 2, self.config.supervision.shutdown)):
+                log.warning("runtime.stop.abandoned_tools", runtime=self.name)
         with contextlib.suppress(SupervisorStopped):  # the root already gave up
             self.supervisor.stop(timeout=max(deadline - time.monotonic(), 0.1))
         self.memory.close()

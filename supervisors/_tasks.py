@@ -217,6 +217,15 @@ class TaskSupervisor:
         """Tasks running or queued."""
         return self._pool.active()
 
+    def drain(self, timeout: float | None = None) -> bool:
+        """Stop taking tasks, cancel queued ones, wait up to `timeout` for running ones, and
+        abandon the rest; the actor stays up (its own later stop then waits no more).
+
+        For an owner that must bound a whole shutdown (a Runtime's `stop(timeout)`).
+        Returns True if every running task finished in time.
+        """
+        return self._pool.stop(timeout)
+
     def stop(self, timeout: float | None = None) -> bool:
         """Cancel queued tasks, wait up to `timeout` for running ones, stop the actor.
 

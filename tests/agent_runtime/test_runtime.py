@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,3 +138,30 @@ def test_start_reads_a_config_path(tmp_path: Path) -> None:
 def test_start_rejects_a_config_of_the_wrong_type() -> None:
     with pytest.raises(TypeError, match="RuntimeConfig"):
         Runtime.start(config=42)  # type: ignore[arg-type]
+
+
+def test_stop_keeps_its_timeout_when_a_sync_tool_ignores_the_abort() -> None:
+    from agent_runtime.messages import ToolCall
+    from agent_runtime.testing import ScriptedModel, ScriptedTurn
+    from agent_runtime.tools import tool
+
+    release = threading.Event()
+
+    @tool
+    def stubborn() -> str:
+        """Ignores every abort."""
+        release.wait(30)
+        return "late"
+
+    rt = Runtime.start(RuntimeConfig())
+    try:
+        model = ScriptedModel([ScriptedTurn(tool_calls=[ToolCall(id="c", name="stubborn")])])
+        agent = rt.start_agent(("s", "main", 0), model=model, tools=[stubborn])
+        agent.prompt("go")
+        wait_until(lambda: agent.state().pending_tool_calls == ["c"])
+        started = time.monotonic()
+        rt.stop(timeout=2.0)  # would raise TimeoutError if the pool waited its 5 s shutdown
+        assert time.monotonic() - started < 2.0 + 0.5
+        assert not rt.alive
+    finally:
+        release.set()
