@@ -13,6 +13,7 @@ import pykka
 import structlog
 
 from supervisors._actor import SupervisedActor, actor_of
+from supervisors._handle import ActorHandle
 
 log = structlog.get_logger(__name__)
 
@@ -135,7 +136,7 @@ class EventLoopActor(SupervisedActor):
         self.loop_thread.stop(0.1)
 
 
-class AsyncTaskSupervisor:
+class AsyncTaskSupervisor(ActorHandle):
     """One daemon thread running one asyncio event loop, under an actor.
 
     `submit(coro)` schedules the coroutine as a task from any thread and returns a
@@ -147,7 +148,7 @@ class AsyncTaskSupervisor:
         actor = actor_of(ref)
         if not isinstance(actor, EventLoopActor):
             raise TypeError(f"{ref} is not an AsyncTaskSupervisor actor")
-        self._ref = ref
+        super().__init__(ref)
         self._thread = actor.loop_thread
 
     @classmethod
@@ -155,21 +156,6 @@ class AsyncTaskSupervisor:
         """Start the loop thread and its owning actor."""
         loop_thread = EventLoopThread(name or "loop-tasks")
         return cls(EventLoopActor.start(loop_thread, stop_timeout))
-
-    @classmethod
-    def of(cls, ref: pykka.ActorRef[Any]) -> AsyncTaskSupervisor:
-        """The handle of the AsyncTaskSupervisor whose actor is `ref`."""
-        return cls(ref)
-
-    @property
-    def ref(self) -> pykka.ActorRef[Any]:
-        """The owning actor's ref (a `SupervisedActor`, fit for a ChildSpec)."""
-        return self._ref
-
-    @property
-    def alive(self) -> bool:
-        """True while the loop accepts tasks."""
-        return self._ref.is_alive()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

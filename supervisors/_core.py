@@ -13,6 +13,7 @@ from opentelemetry import metrics
 
 from supervisors._actor import ExitReason, Monitor, SupervisedActor, actor_of, monitor
 from supervisors._errors import ChildStartError, SupervisorStopped
+from supervisors._handle import ActorHandle
 from supervisors._intensity import Clock, RestartIntensity
 from supervisors._shutdown import shutdown_child, start_child
 from supervisors._spec import ChildCounts, ChildInfo, ChildSpec
@@ -223,25 +224,15 @@ class SupervisorCore(SupervisedActor):
         )
 
 
-class SupervisorHandle:
+class SupervisorHandle(ActorHandle):
     """The caller-side face of a supervisor actor: synchronous calls with deadlines."""
 
     def __init__(self, ref: pykka.ActorRef[Any]) -> None:
         actor = actor_of(ref)
         if not isinstance(actor, SupervisorCore):
             raise TypeError(f"{ref} is not a running supervisor")
-        self._ref = ref
+        super().__init__(ref)
         self._actor_obj = actor  # a strong reference: pykka refs hold actors weakly
-
-    @property
-    def ref(self) -> pykka.ActorRef[Any]:
-        """The supervisor's pykka ActorRef (to nest it in a ChildSpec, monitor or kill it)."""
-        return self._ref
-
-    @property
-    def alive(self) -> bool:
-        """True while the supervisor runs."""
-        return self._ref.is_alive()
 
     def _call(self, fn: Callable[[], T], timeout: float | None = CALL_TIMEOUT) -> T:
         try:

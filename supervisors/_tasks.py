@@ -15,6 +15,7 @@ import pykka
 import structlog
 
 from supervisors._actor import SupervisedActor, actor_of
+from supervisors._handle import ActorHandle
 
 log = structlog.get_logger(__name__)
 
@@ -152,7 +153,7 @@ class TaskPoolActor(SupervisedActor):
         self.pool.stop(0)
 
 
-class TaskSupervisor:
+class TaskSupervisor(ActorHandle):
     """A bounded pool of worker threads under an actor, for blocking work (Task.Supervisor).
 
     `submit` never goes through the actor's mailbox: it queues directly. A task's exception
@@ -164,7 +165,7 @@ class TaskSupervisor:
         actor = actor_of(ref)
         if not isinstance(actor, TaskPoolActor):
             raise TypeError(f"{ref} is not a TaskSupervisor actor")
-        self._ref = ref
+        super().__init__(ref)
         self._pool = actor.pool
 
     @classmethod
@@ -184,21 +185,6 @@ class TaskSupervisor:
             raise ValueError(f"invalid max_workers {max_workers!r} (expected an int >= 1)")
         pool = TaskPool(max_workers, name or "tasks")
         return cls(TaskPoolActor.start(pool, stop_timeout))
-
-    @classmethod
-    def of(cls, ref: pykka.ActorRef[Any]) -> TaskSupervisor:
-        """The handle of the TaskSupervisor whose actor is `ref` (e.g. after a restart)."""
-        return cls(ref)
-
-    @property
-    def ref(self) -> pykka.ActorRef[Any]:
-        """The owning actor's ref (a `SupervisedActor`, fit for a ChildSpec)."""
-        return self._ref
-
-    @property
-    def alive(self) -> bool:
-        """True while the pool accepts tasks."""
-        return self._ref.is_alive()
 
     @property
     def max_workers(self) -> int:
