@@ -261,8 +261,3 @@ def parse_arguments(raw: str, *, partial: bool = False) -> tuple[dict[str, Any],
     if isinstance(value, dict):
         return value, None
     return {}, raw
-
-
-def partial_arguments(raw: str) -> dict[str, Any]:
-    """Best-effort view of arguments still streaming (for progress events)."""
-    return parse_arguments(raw, partial=True)[0]
