@@ -3,7 +3,6 @@
 This module is the whole public surface; see DESIGN.md for the contract.
 """
 
-from agent_runtime._delegate import delegate
 from agent_runtime._errors import (
     AgentBusy,
     AgentRuntimeError,
@@ -17,11 +16,12 @@ from agent_runtime._errors import (
     StreamOverflow,
 )
 from agent_runtime._key import AgentKey
-from agent_runtime._subscription import Subscription
 from agent_runtime.abort import Aborted, AbortSignal, AbortTable
 from agent_runtime.agent import Agent, AgentState, RunResult
+from agent_runtime.agent._delegate import delegate
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.event_stream import EventStream, StreamStats
+from agent_runtime.event_stream._subscription import Subscription
 from agent_runtime.events import (
     AgentEnd,
     AgentStart,

@@ -18,9 +18,9 @@ import structlog
 
 from agent_runtime._errors import AgentBusy, AgentStopped, CannotContinue
 from agent_runtime._key import AgentKey
-from agent_runtime._subscription import Subscription, deliver
 from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import EventStream
+from agent_runtime.event_stream._subscription import Subscription, deliver
 from agent_runtime.events import (
     AgentEnd,
     Canceled,

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from agent_runtime._agent_core import as_messages
 from agent_runtime._errors import AgentBusy, RunCanceled, RunFailed
-from agent_runtime.agent import run_result
+from agent_runtime.agent._core import as_messages
+from agent_runtime.agent._handle import run_result
 from agent_runtime.messages import TextContent, ToolResult
 from agent_runtime.tools import Tool, ToolContext, error_result
 

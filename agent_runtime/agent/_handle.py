@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, get_args
 import pykka
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_runtime._agent_core import AgentCore, RunRecord, as_messages
 from agent_runtime._errors import AgentStopped, RunCanceled, RunFailed
 from agent_runtime._key import AgentKey
-from agent_runtime._subscription import Subscription
+from agent_runtime.agent._core import AgentCore, RunRecord, as_messages
 from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import OverflowPolicy
+from agent_runtime.event_stream._subscription import Subscription
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.types import ModelInfo, ToolSpec

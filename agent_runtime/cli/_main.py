@@ -41,7 +41,7 @@ def _tree(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from agent_runtime._demo import run_demo
+    from agent_runtime.cli._demo import run_demo
 
     return run_demo(Console())
 

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from agent_runtime._errors import RunCanceled, RunFailed, StreamClosed, StreamOverflow
-from agent_runtime._gap_queue import GapQueue, StreamStats
 from agent_runtime._key import AgentKey
-from agent_runtime._timers import deadline_after, remaining
 from agent_runtime._wakeup import AsyncWaiters
-from agent_runtime._watchdog import Watchdog
+from agent_runtime.event_stream._gap_queue import GapQueue, StreamStats
+from agent_runtime.event_stream._timers import deadline_after, remaining
+from agent_runtime.event_stream._watchdog import Watchdog
 from agent_runtime.events import (
     TERMINAL_TYPES,
     AgentEnd,
@@ -33,7 +33,7 @@ from agent_runtime.messages import AssistantMessage, Message
 if TYPE_CHECKING:
     import pykka
 
-    from agent_runtime._subscription import Subscription
+    from agent_runtime.event_stream._subscription import Subscription
 
 __all__ = [
     "EventStream",
@@ -433,7 +433,7 @@ class EventStream:
 def __getattr__(name: str) -> Any:
     # Subscription builds on EventStream, so it lives beside it and is imported lazily here.
     if name == "Subscription":
-        from agent_runtime._subscription import Subscription
+        from agent_runtime.event_stream._subscription import Subscription
 
         return Subscription
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

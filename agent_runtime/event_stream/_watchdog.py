@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agent_runtime._timers import TimerHandle, call_later
+from agent_runtime.event_stream._timers import TimerHandle, call_later
 
 if TYPE_CHECKING:
     import pykka

@@ -14,12 +14,12 @@ import pykka
 import structlog
 
 from agent_runtime._errors import AgentStopped
-from agent_runtime._holder import TableOwner
-from agent_runtime._subagents import Subagents
 from agent_runtime.abort import AbortTable
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.memory import SessionMemory
 from agent_runtime.registry import AgentRegistry
+from agent_runtime.runtime._holder import TableOwner
+from agent_runtime.runtime._subagents import Subagents
 from agent_runtime.telemetry import configure_logging
 from agent_runtime.tools import ToolRegistry
 from supervisors import (

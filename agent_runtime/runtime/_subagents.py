@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, get_args
 import pykka
 import structlog
 
-from agent_runtime._agent_core import AgentCore
 from agent_runtime._errors import AlreadyRegistered
 from agent_runtime._key import AgentKey
-from agent_runtime.agent import Agent, AgentActor
+from agent_runtime.agent._core import AgentCore
+from agent_runtime.agent._handle import Agent, AgentActor
 from agent_runtime.config import QueueMode, ThinkingLevel
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop.types import RetryPolicy
@@ -21,7 +21,7 @@ from agent_runtime.tools import Tool, ToolRegistry, check_unique
 from supervisors import ChildSpec, ChildStartError
 
 if TYPE_CHECKING:
-    from agent_runtime.runtime import Runtime
+    from agent_runtime.runtime._runtime import Runtime
 
 log = structlog.get_logger(__name__)
 

@@ -9,9 +9,9 @@ from typing import Any
 import structlog
 
 from agent_runtime._key import AgentKey
-from agent_runtime._tool_results import normalize_result
 from agent_runtime.abort import AbortSignal
 from agent_runtime.messages import ToolResult
+from agent_runtime.tools._results import normalize_result
 
 log = structlog.get_logger(__name__)
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import structlog
 
-from agent_runtime._tool import Tool
-from agent_runtime._tool_args import ToolArgumentsError, arguments_from_raw
-from agent_runtime._tool_context import ToolContext
-from agent_runtime._tool_results import error_result, normalize_result
 from agent_runtime.messages import ToolCall, ToolResult
+from agent_runtime.tools._args import ToolArgumentsError, arguments_from_raw
+from agent_runtime.tools._context import ToolContext
+from agent_runtime.tools._results import error_result, normalize_result
+from agent_runtime.tools._tool import Tool
 
 log = structlog.get_logger(__name__)
 

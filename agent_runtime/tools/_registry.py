@@ -1,15 +1,4 @@
-"""Tools: `Tool`, the `@tool` decorator, `ToolContext`, the `ToolRegistry`, and running a call.
-
-A tool is a name, a description, a JSON schema of its parameters and an `execute` callable,
-sync or `async def`. `@tool` builds all of it from a function: the schema from the signature
-(pydantic), the description from the docstring's first paragraph, parameter descriptions from
-the docstring's `Args:` section or `Annotated[..., Field(description=...)]` / `Field(...)`
-defaults; a parameter annotated `ToolContext` is injected and hidden from the model.
-
-`execute_tool_call` is what the agent loop calls: it never raises (except `CancelledError`);
-unknown tools, invalid arguments, exceptions and timeouts all become `is_error` results the
-model can act on.
-"""
+"""The `@tool` decorator, the `ToolRegistry`, and checks over lists of tools."""
 
 from __future__ import annotations
 
@@ -17,13 +6,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
-from agent_runtime._tool import Tool, caller_locals, function_tool
-from agent_runtime._tool_args import ToolArgumentsError
-from agent_runtime._tool_context import ToolContext
-from agent_runtime._tool_exec import execute_tool_call, find_tool
-from agent_runtime._tool_results import error_result, normalize_result
-from agent_runtime._tool_schema import ToolDefinitionError
 from agent_runtime.messages import ToolResult, Trust
+from agent_runtime.tools._args import ToolArgumentsError
+from agent_runtime.tools._context import ToolContext
+from agent_runtime.tools._exec import execute_tool_call, find_tool
+from agent_runtime.tools._results import error_result, normalize_result
+from agent_runtime.tools._schema import ToolDefinitionError
+from agent_runtime.tools._tool import Tool, caller_locals, function_tool
 
 __all__ = [
     "Tool",

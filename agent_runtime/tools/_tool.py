@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent_runtime._tool_args import ModelValidator, ToolArgumentsError, error_entry
-from agent_runtime._tool_context import ToolContext
-from agent_runtime._tool_schema import ToolDefinitionError, build_function_schema, model_parameters
 from agent_runtime.llm.types import ToolSpec
 from agent_runtime.messages import Trust
+from agent_runtime.tools._args import ModelValidator, ToolArgumentsError, error_entry
+from agent_runtime.tools._context import ToolContext
+from agent_runtime.tools._schema import ToolDefinitionError, build_function_schema, model_parameters
 
 Validator = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 """Checks and converts raw arguments; raises `ToolArgumentsError` (or `ValueError`) if bad."""

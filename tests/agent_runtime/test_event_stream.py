@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 import supervisors
 from agent_runtime._key import AgentKey
-from agent_runtime._timers import pending_timers
 from agent_runtime.event_stream import (
     EventStream,
     RunCanceled,
@@ -26,6 +25,7 @@ from agent_runtime.event_stream import (
     StreamClosed,
     StreamOverflow,
 )
+from agent_runtime.event_stream._timers import pending_timers
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
