@@ -1,12 +1,19 @@
-"""One agent: the `Agent` handle users hold and the `AgentActor` that owns its state."""
+"""One agent: the `Agent` handle users hold, the `AgentActor` that owns its state, the run
+driver, `AgentOptions` and the `delegate` tool."""
 
 from agent_runtime._errors import AgentStopped
+from agent_runtime.agent._actor import AgentActor
 from agent_runtime.agent._delegate import delegate
-from agent_runtime.agent._handle import Agent, AgentActor, AgentState, RunResult, run_result
+from agent_runtime.agent._handle import Agent
+from agent_runtime.agent._host import AgentHost
+from agent_runtime.agent._options import AgentOptions
+from agent_runtime.agent._state import AgentState, RunResult, run_result
 
 __all__ = [
     "Agent",
     "AgentActor",
+    "AgentHost",
+    "AgentOptions",
     "AgentState",
     "AgentStopped",
     "RunResult",

@@ -9,9 +9,10 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from agent_runtime._errors import AgentBusy, RunCanceled, RunFailed
-from agent_runtime.agent._core import as_messages
-from agent_runtime.agent._handle import run_result
+from agent_runtime._errors import AgentBusy, AgentStopped, RunCanceled, RunFailed
+from agent_runtime.agent._handle import Agent
+from agent_runtime.agent._run import RunView
+from agent_runtime.agent._state import run_result
 from agent_runtime.messages import TextContent, ToolResult
 from agent_runtime.tools import Tool, ToolContext, error_result
 
@@ -51,28 +52,33 @@ def delegate(
         if runtime is None or ctx.agent_key is None:
             return error_result("delegate needs to run inside an agent of a runtime")
         parent = runtime.registry.lookup(ctx.agent_key)
+        if not isinstance(parent, Agent):
+            return error_result("delegate needs to run inside an agent of a runtime")
         # Picking an idle subagent (or spawning one) and starting its run happen under one
         # lock per parent, so parallel delegations never claim the same subagent.
         async with _claim_lock(parent):
-            subagent = _idle_child(parent, role)
-            if subagent is None:
+            claimed = await _claim_idle_child(parent, role, task)
+            if claimed is None:
                 # Starting an actor blocks briefly on its supervisor: keep it off the loop.
                 future = runtime.tool_tasks.submit(ctx.spawn, role, **subagent_options)
-                subagent = await asyncio.wrap_future(future)
-            try:
-                record = subagent._core.start(as_messages(task))
-            except AgentBusy:
-                return error_result(f"subagent {tuple(subagent.key)} is busy")
-        remove = ctx.signal.on_abort(lambda s: subagent.abort(f"parent_aborted: {s.reason}"))
+                subagent: Agent = await asyncio.wrap_future(future)
+                try:
+                    view = await subagent._astart(task)
+                except (AgentBusy, AgentStopped):
+                    return error_result(f"subagent {tuple(subagent.key)} is busy")
+            else:
+                subagent, view = claimed
+        remove = ctx.signal.on_abort(lambda s: subagent._tell("abort", f"parent_aborted: {s.reason}"))
         try:
-            terminal = await asyncio.wait_for(asyncio.wrap_future(record.outcome), timeout)
-            result = run_result(record, terminal)
+            outcome = asyncio.shield(asyncio.wrap_future(view.outcome))
+            terminal = await asyncio.wait_for(outcome, timeout)
+            result = run_result(view.run_id, terminal)
         except RunCanceled as exc:
             return error_result(f"subagent {tuple(subagent.key)} was canceled: {exc.reason}")
         except RunFailed as exc:
             return error_result(f"subagent {tuple(subagent.key)} failed: {exc.reason}")
         except TimeoutError:
-            subagent.abort("delegate_timeout")
+            subagent._tell("abort", "delegate_timeout")
             return error_result(f"subagent {tuple(subagent.key)} did not finish within {timeout}s")
         finally:
             remove()
@@ -90,24 +96,24 @@ def delegate(
     )
 
 
-_locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
+_locks: weakref.WeakKeyDictionary[Agent, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-def _claim_lock(parent: Any) -> asyncio.Lock:
+def _claim_lock(parent: Agent) -> asyncio.Lock:
     lock = _locks.get(parent)
     if lock is None:
         lock = _locks[parent] = asyncio.Lock()
     return lock
 
 
-def _idle_child(parent: Any, role: str) -> Any:
-    core = getattr(parent, "_core", None)
-    if core is None:
-        return None
-    registry = core.runtime.registry
-    for child in sorted(core.children, key=lambda c: c.key):
-        if child.key.role == role and child.run is None and not child.stopped:
-            handle = registry.lookup(child.key)
-            if handle is not None:
-                return handle
+async def _claim_idle_child(parent: Agent, role: str, task: str) -> tuple[Agent, RunView] | None:
+    """Start `task` on a live subagent of `role` that `parent` spawned and that is idle."""
+    for child in parent._shell.children():
+        handle = child.handle
+        if child.key.role != role or not isinstance(handle, Agent) or not handle.alive:
+            continue
+        try:
+            return handle, await handle._astart(task)
+        except (AgentBusy, AgentStopped):
+            continue
     return None

@@ -1,131 +1,164 @@
-"""AgentActor (the supervised unit) and Agent (the thread-safe handle users hold)."""
+"""Agent: the handle users hold; each call is a message to the agent's actor."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
 import pykka
-from pydantic import BaseModel, ConfigDict, Field
 
-from agent_runtime._errors import AgentStopped, RunCanceled, RunFailed
+from agent_runtime._errors import AgentStopped
 from agent_runtime._key import AgentKey
-from agent_runtime.agent._core import AgentCore, RunRecord, as_messages
+from agent_runtime.agent._actor import Call, Fact
+from agent_runtime.agent._history import as_messages
+from agent_runtime.agent._run import Queued, RunView
+from agent_runtime.agent._shell import AgentShell, IncarnationExited
+from agent_runtime.agent._state import AgentState, RunResult, run_result
 from agent_runtime.config import QueueMode
-from agent_runtime.event_stream import OverflowPolicy
-from agent_runtime.event_stream._subscription import Subscription
+from agent_runtime.event_stream import OverflowPolicy, Subscription
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.base import ChatModel
-from agent_runtime.llm.types import ModelInfo, ToolSpec
-from agent_runtime.messages import AssistantMessage, Message, StopReason, Usage
+from agent_runtime.loop._trace import current_links
+from agent_runtime.messages import Message
 from agent_runtime.tools import Tool, check_unique
-from supervisors import ExitReason, SupervisedActor, monitor
 
-if TYPE_CHECKING:
-    from agent_runtime.runtime import Runtime
-
-
-class AgentState(BaseModel):
-    """A snapshot of an agent (JSON round-trippable)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    key: AgentKey
-    system_prompt: str
-    model: ModelInfo
-    tools: list[ToolSpec]
-    messages: list[Message]
-    is_running: bool
-    run_id: str | None = None
-    stream_message: AssistantMessage | None = None
-    pending_tool_calls: list[str] = Field(default_factory=list)
-    error: str | None = None
-    steering_queue: list[Message] = Field(default_factory=list)
-    follow_up_queue: list[Message] = Field(default_factory=list)
-    steering_mode: QueueMode = "one_at_a_time"
-    follow_up_mode: QueueMode = "one_at_a_time"
-
-
-class RunResult(BaseModel):
-    """What `Agent.run` returns: the run's new messages, the final text, usage, stop reason."""
-
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    new_messages: list[Message]
-    text: str
-    usage: Usage
-    stop_reason: StopReason
-
-
-class AgentActor(SupervisedActor):
-    """The supervised unit of one agent: owns its `AgentCore`, registers it under its key.
-
-    On start it registers in the runtime registry (the entry goes when the actor exits, however
-    it exits). A normal stop, or any exit of a `temporary` agent, ends the agent for good
-    (its run is aborted and its subscriptions close); a crashed `transient` agent is restarted
-    by its supervisor with the same core, so its history and subscriptions carry over.
-    """
-
-    def __init__(self, core: AgentCore, handle: Agent) -> None:
-        super().__init__()
-        self.core = core
-        self.handle = handle
-
-    def on_start(self) -> None:
-        handle = self.handle
-        handle._ref = self.actor_ref
-        self.core.runtime.registry.register(
-            self.core.key,
-            handle,
-            ref=self.actor_ref,
-            metadata={"model": self.core.model.info.model, "restart": self.core.options["restart"]},
-        )
-
-        # A monitor hears the exit at once, also a `kill` from another thread, so the core
-        # is shut before anyone can see the registry entry gone.
-        monitor(self.actor_ref, self._exited)
-
-    def _exited(self, _ref: pykka.ActorRef[Any], reason: ExitReason) -> None:
-        if not reason.abnormal or self.core.options["restart"] == "temporary":
-            self.core.shutdown(str(reason))
-        else:
-            self.core.abort(f"agent_crashed: {reason}")
+# An actor answers every call at once (no handler waits on the loop or on another agent); this
+# bounds a call to an actor that is wedged in a bug.
+CALL_TIMEOUT = 30.0
+# How long a call waits for a crashed `transient` agent's next incarnation.
+RESTART_WAIT = 5.0
 
 
 class Agent:
-    """The handle of one agent: every method is thread-safe and returns promptly, also while
-    a run is busy (runs execute on the runtime's event loop, not on the caller's thread).
+    """The handle of one agent: a thin proxy that turns each call into a message to the agent's
+    actor (as pykka's `ActorProxy` does), so every method is thread-safe and returns promptly,
+    also while a run is busy (runs execute on the runtime's event loop).
+
+    The handle outlives restarts: after a `transient` agent crashed and was restarted,
+    `registry.lookup(key) is agent` still, its open subscriptions go on (they get the
+    interrupted run's `Error("agent_crashed: ...")`, then the new actor's events) and the
+    values set with `set_*` stay; the new actor's history is rebuilt from session memory
+    (empty with `MemoryPolicy.none()`), and queued steering and follow-up messages are lost.
+    A call made while the agent restarts waits for the new actor (up to 5 s).
 
     Raises (every method but `stop()`, which is idempotent, and the `key`, `alive` and `ref`
-    properties): AgentStopped once the agent was stopped.
+    properties): AgentStopped once the agent was stopped (or crashed for good).
     """
 
-    def __init__(self, core: AgentCore) -> None:
-        self._core = core
-        self._ref: pykka.ActorRef[Any] | None = None
+    def __init__(self, shell: AgentShell) -> None:
+        self._shell = shell
+        shell.handle = self
 
     # -- identity -------------------------------------------------------------------------------
 
     @property
     def key(self) -> AgentKey:
         """The agent's `(session, role, index)`."""
-        return self._core.key
+        return self._shell.key
 
     @property
     def ref(self) -> pykka.ActorRef[Any]:
-        """The current actor's pykka ref (for `supervisors.kill` and monitoring)."""
-        assert self._ref is not None
-        return self._ref
+        """The current actor's pykka ref (for `supervisors.kill` and monitoring); it changes
+        when a `transient` agent is restarted."""
+        ref = self._shell.ref
+        assert ref is not None
+        return ref
 
     @property
     def alive(self) -> bool:
-        """True until the agent is stopped for good."""
-        return not self._core.stopped and self._ref is not None and self._ref.is_alive()
+        """True until the agent is stopped for good (False while a crashed agent restarts)."""
+        ref = self._shell.ref
+        return not self._shell.stopped and ref is not None and ref.is_alive()
+
+    # -- messages to the actor ------------------------------------------------------------------
+
+    def _send(self, name: str, args: tuple[Any, ...], *, wait: bool = True) -> Any:
+        """Send a call to the current actor; returns its reply future, or None if no actor
+        runs right now and `wait` is False.
+
+        Raises:
+            AgentStopped: the agent ended (or did not come back within RESTART_WAIT).
+        """
+        shell = self._shell
+        deadline = time.monotonic() + RESTART_WAIT
+        while True:
+            if shell.stopped:
+                raise AgentStopped(shell.key)
+            ref = shell.ref
+            if ref is not None:
+                reply = shell.new_reply()
+                try:
+                    ref.tell(Call(name, args, reply))
+                    return reply
+                except pykka.ActorDeadError:
+                    shell.forget_reply(reply)
+            if not wait:
+                return None
+            if not shell.wait_replaced(ref, max(deadline - time.monotonic(), 0.0)):
+                raise AgentStopped(shell.key)
+
+    def _call(self, name: str, *args: Any) -> Any:
+        for _ in range(3):
+            reply = self._send(name, args)
+            try:
+                return reply.result(CALL_TIMEOUT)
+            except IncarnationExited:
+                continue  # the actor died before answering; the next one does
+            except concurrent.futures.TimeoutError:
+                raise TimeoutError(
+                    f"agent {tuple(self.key)!r} did not answer {name} within {CALL_TIMEOUT}s"
+                ) from None
+        raise AgentStopped(self.key)
+
+    async def _acall(self, name: str, *args: Any) -> Any:
+        """`_call` for the event loop's side: it never blocks the loop."""
+        deadline = time.monotonic() + RESTART_WAIT
+        for _ in range(3):
+            while (reply := self._send(name, args, wait=False)) is None:
+                if time.monotonic() > deadline:
+                    raise AgentStopped(self.key)
+                await asyncio.sleep(0.01)
+            try:
+                return await asyncio.wait_for(asyncio.wrap_future(reply), CALL_TIMEOUT)
+            except IncarnationExited:
+                continue
+        raise AgentStopped(self.key)
+
+    def _tell(self, name: str, *args: Any) -> None:
+        """Send a call without waiting for its answer (errors are dropped)."""
+        try:
+            self._send(name, args, wait=False)
+        except AgentStopped:
+            pass
+
+    def _on_loop_thread(self) -> bool:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return running is self._shell.host.loop_tasks.loop
+
+    def _no_blocking_on_loop(self, what: str) -> None:
+        if self._on_loop_thread():
+            raise RuntimeError(
+                f"{what} would block the runtime's event loop (called from an async tool or "
+                "the loop thread): use the async API (arun, astream, async for) instead"
+            )
 
     # -- runs -----------------------------------------------------------------------------------
+
+    def _start(self, input: str | Message | Sequence[Message] | None) -> RunView:
+        prompts = None if input is None else as_messages(input)
+        view: RunView = self._call("start_run", prompts, current_links())
+        return view
+
+    async def _astart(self, input: str | Message | Sequence[Message] | None) -> RunView:
+        prompts = None if input is None else as_messages(input)
+        view: RunView = await self._acall("start_run", prompts, current_links())
+        return view
 
     def prompt(self, input: str | Message | Sequence[Message]) -> str:
         """Start a run with `input`; returns its run id at once.
@@ -134,7 +167,7 @@ class Agent:
             AgentBusy: a run is in progress (steer or follow up instead).
             TypeError: `input` is not a str, a Message or a list of Messages.
         """
-        return self._core.start(as_messages(input)).run_id
+        return self._start(input).run_id
 
     def continue_run(self) -> str:
         """Start a run from the history without new input; returns its run id.
@@ -143,33 +176,66 @@ class Agent:
             AgentBusy: a run is in progress.
             CannotContinue: the history is empty or ends with an assistant message.
         """
-        return self._core.start(None).run_id
+        return self._start(None).run_id
 
     def steer(self, message: str | Message, *, system_prompt: str | None = None) -> None:
         """Queue a message for the running run: it is delivered at the next tool boundary or
-        after the current answer (remaining tool calls of the batch are skipped)."""
+        after the current answer (remaining tool calls of the batch are skipped).
+
+        A `system_prompt` travels with the message: it applies from the model call that
+        message goes into, for the rest of that run (the agent's own prompt stays)."""
         (msg,) = as_messages(message)
-        self._core.steer(msg, system_prompt)
+        self._queue("steer", Queued(msg, system_prompt))
 
     def follow_up(self, message: str | Message, *, system_prompt: str | None = None) -> None:
-        """Queue a message for when the agent would otherwise stop."""
+        """Queue a message for when the agent would otherwise stop.
+
+        Sent to an idle agent, it only queues, unless it arrives within `follow_up_poll`
+        (`[agent]` config, 50 ms) after a run that ended with `AgentEnd`: then it starts a run.
+        After a failed or aborted run it never starts one (and leaves `state().error`).
+        A `system_prompt` travels with the message as with `steer`."""
         (msg,) = as_messages(message)
-        self._core.follow_up(msg, system_prompt)
+        self._queue("follow_up", Queued(msg, system_prompt))
+
+    def _queue(self, name: str, queued: Queued) -> None:
+        if self._on_loop_thread():
+            if self._shell.stopped:
+                raise AgentStopped(self.key)
+            self._tell(name, queued)
+        else:
+            self._call(name, queued)
 
     def abort(self, reason: str = "user_abort") -> bool:
         """Abort the running run (and its delegated subagents); False if none was running."""
-        self._core.check_alive()
-        return self._core.abort(reason)
+        if self._on_loop_thread():
+            if self._shell.stopped:
+                raise AgentStopped(self.key)
+            running = self._shell.delivering is not None
+            self._tell("abort", reason)
+            return running
+        aborted: bool = self._call("abort", reason)
+        return aborted
 
     def wait_for_idle(self, timeout: float | None = None) -> None:
-        """Block until no run is in progress.
+        """Block until no run is in progress (follow-up runs included).
 
         Raises:
             TimeoutError: still running after `timeout` seconds.
             AgentStopped: the agent was stopped before the call.
+            RuntimeError: called on the runtime's event-loop thread (it would block every agent).
         """
-        self._core.check_alive()
-        self._core.wait_idle(timeout)
+        self._no_blocking_on_loop("wait_for_idle()")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            futures = self._call("idle_futures")
+            if futures is None:
+                return
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            done, _ = concurrent.futures.wait(
+                futures, left, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            if not done:
+                raise TimeoutError(f"agent {tuple(self.key)!r} still running after {timeout}s")
 
     def run(
         self, input: str | Message | Sequence[Message], timeout: float | None = None
@@ -181,24 +247,27 @@ class Agent:
             RunFailed: the run ended with an error (`reason`, `partial`).
             RunCanceled: the run was aborted (`reason`).
             TimeoutError: it did not end within `timeout` (the run goes on).
+            RuntimeError: called on the runtime's event-loop thread (use `arun`).
         """
-        record = self._core.start(as_messages(input))
+        self._no_blocking_on_loop("Agent.run()")
+        view = self._start(input)
         try:
-            terminal = record.outcome.result(timeout)
+            terminal = view.outcome.result(timeout)
         except concurrent.futures.TimeoutError:
-            raise TimeoutError(f"run {record.run_id} did not end within {timeout}s") from None
-        return run_result(record, terminal)
+            raise TimeoutError(f"run {view.run_id} did not end within {timeout}s") from None
+        return run_result(view.run_id, terminal)
 
     async def arun(
         self, input: str | Message | Sequence[Message], timeout: float | None = None
     ) -> RunResult:
         """`run` for asyncio callers: waiting never blocks the event loop."""
-        record = self._core.start(as_messages(input))
+        view = await self._astart(input)
+        outcome = asyncio.shield(asyncio.wrap_future(view.outcome))
         try:
-            terminal = await asyncio.wait_for(asyncio.wrap_future(record.outcome), timeout)
+            terminal = await asyncio.wait_for(outcome, timeout)
         except TimeoutError:
-            raise TimeoutError(f"run {record.run_id} did not end within {timeout}s") from None
-        return run_result(record, terminal)
+            raise TimeoutError(f"run {view.run_id} did not end within {timeout}s") from None
+        return run_result(view.run_id, terminal)
 
     def stream(self, input: str | Message | Sequence[Message]) -> Iterator[Event]:
         """Subscribe, prompt, and yield events until this run's end (inclusive), including
@@ -212,9 +281,9 @@ class Agent:
 
     async def astream(self, input: str | Message | Sequence[Message]) -> AsyncIterator[Event]:
         """`stream` for asyncio callers."""
-        sub = self.subscribe()
+        sub = await self._asubscribe(1000, "block", 30.0)
         try:
-            run_id = self.prompt(input)
+            run_id = (await self._astart(input)).run_id
             async for event in sub:
                 yield event
                 if _ends(event, self.key, run_id):
@@ -230,40 +299,51 @@ class Agent:
         Raises:
             ValueError: `max_queue < 1`, an unknown policy or `block_timeout <= 0`.
         """
-        return self._core.subscribe(max_queue, overflow, block_timeout)
+        sub = self._new_subscription(max_queue, overflow, block_timeout)
+        self._call("subscribe", sub)
+        return sub
+
+    async def _asubscribe(
+        self, max_queue: int, overflow: OverflowPolicy, block_timeout: float
+    ) -> Subscription:
+        sub = self._new_subscription(max_queue, overflow, block_timeout)
+        await self._acall("subscribe", sub)
+        return sub
+
+    def _new_subscription(
+        self, max_queue: int, overflow: OverflowPolicy, block_timeout: float
+    ) -> Subscription:
+        if self._shell.stopped:
+            raise AgentStopped(self.key)
+        return Subscription(
+            self.key,
+            max_queue=max_queue,
+            overflow=overflow,
+            block_timeout=block_timeout,
+            on_close=self._unsubscribed,
+        )
+
+    def _unsubscribed(self, sub: Subscription) -> None:
+        self._tell_fact("unsubscribe", sub)
+
+    def _tell_fact(self, name: str, *args: Any) -> None:
+        ref = self._shell.ref
+        if ref is not None:
+            try:
+                ref.tell(Fact(name, args))
+            except pykka.ActorDeadError:
+                pass
 
     # -- state ----------------------------------------------------------------------------------
 
     def state(self) -> AgentState:
-        """A consistent snapshot of the agent (taken under the agent's lock; the model is
-        built after releasing it, so a long history never stalls the run's event loop).
+        """A consistent snapshot of the agent, taken by its actor in one step.
 
         Raises:
             AgentStopped: the agent was stopped.
         """
-        core = self._core
-        with core.lock:
-            core.check_alive()
-            run = core.run
-            fields: dict[str, Any] = {
-                "key": core.key,
-                "system_prompt": core.system_prompt,
-                "model": core.model,
-                "tools": list(core.tools),
-                "messages": list(core.messages),
-                "is_running": run is not None,
-                "run_id": run.run_id if run else None,
-                "stream_message": run.stream_message if run else None,
-                "pending_tool_calls": list(run.pending_tool_calls) if run else [],
-                "error": core.error,
-                "steering_queue": list(core.steering),
-                "follow_up_queue": list(core.follow_ups),
-                "steering_mode": core.steering_mode,
-                "follow_up_mode": core.follow_up_mode,
-            }
-        fields["model"] = fields["model"].info
-        fields["tools"] = [t.spec() for t in fields["tools"]]
-        return AgentState(**fields)
+        fields: dict[str, Any] = self._call("state")
+        return AgentState.model_construct(**fields)
 
     def reset(self) -> None:
         """Abort a running run and wait for its end, then clear history, queues and error
@@ -273,22 +353,23 @@ class Agent:
             AgentStopped: the agent was stopped.
             TimeoutError: the aborted run did not end within 10 s.
         """
-        self._core.check_alive()
-        self._core.reset()
+        while True:
+            self.abort("reset")
+            self.wait_for_idle(10.0)
+            if self._call("reset"):
+                return
 
     def set_system_prompt(self, prompt: str) -> None:
-        """Use `prompt` from the next run on."""
-        with self._core.lock:
-            self._core.check_alive()
-            self._core.system_prompt = prompt
+        """Use `prompt` from the next model call on (also mid-run)."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"system prompt must be a str, not {type(prompt).__name__}")
+        self._call("set_system_prompt", prompt)
 
     def set_model(self, model: ChatModel) -> None:
         """Use `model` from the next run on."""
         if not isinstance(model, ChatModel):
             raise TypeError(f"model must be a ChatModel, not {type(model).__name__}")
-        with self._core.lock:
-            self._core.check_alive()
-            self._core.model = model
+        self._call("set_model", model)
 
     def set_tools(self, tools: Sequence[Tool]) -> None:
         """Use `tools` from the next run on.
@@ -296,29 +377,23 @@ class Agent:
         Raises:
             ValueError: duplicate or invalid tool names.
         """
-        check_unique(list(tools))
-        with self._core.lock:
-            self._core.check_alive()
-            self._core.tools = list(tools)
+        tools = list(tools)
+        check_unique(tools)
+        self._call("set_tools", tools)
 
     def set_steering_mode(self, mode: QueueMode) -> None:
         """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
         _check_mode(mode)
-        with self._core.lock:
-            self._core.check_alive()
-            self._core.steering_mode = mode
+        self._call("set_mode", "steering", mode)
 
     def set_follow_up_mode(self, mode: QueueMode) -> None:
         """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
         _check_mode(mode)
-        with self._core.lock:
-            self._core.check_alive()
-            self._core.follow_up_mode = mode
+        self._call("set_mode", "follow_up", mode)
 
     def stop(self) -> None:
         """Abort the run, stop the agent and its spawned subagents; idempotent."""
-        runtime: Runtime = self._core.runtime
-        runtime.subagents.stop(self)
+        self._shell.host.stop_agent(self)
 
     def __repr__(self) -> str:
         return f"<Agent {tuple(self.key)} alive={self.alive}>"
@@ -335,27 +410,3 @@ def _ends(event: Event, key: AgentKey, run_id: str) -> bool:
         and event.agent == key
         and event.run_id == run_id
     )
-
-
-def run_result(record: RunRecord, terminal: Event) -> RunResult:
-    """The RunResult of a finished run, or its failure raised (RunFailed, RunCanceled)."""
-    if isinstance(terminal, Error):
-        raise RunFailed(terminal.reason, terminal.partial)
-    if isinstance(terminal, Canceled):
-        raise RunCanceled(terminal.reason)
-    assert isinstance(terminal, AgentEnd)
-    replies = [m for m in terminal.new_messages if isinstance(m, AssistantMessage)]
-    usage = Usage()
-    for reply in replies:
-        usage = usage + reply.usage
-    last = replies[-1] if replies else None
-    return RunResult(
-        run_id=record.run_id,
-        new_messages=list(terminal.new_messages),
-        text=last.text if last else "",
-        usage=usage,
-        stop_reason=last.stop_reason if last else "stop",
-    )
-
-
-__all__ = ["Agent", "AgentActor", "AgentState", "AgentStopped", "RunResult"]

@@ -5,11 +5,12 @@ runtime's event loop into a bounded EventStream."""
 from agent_runtime.loop._run import continue_run, run
 from agent_runtime.loop._stream import stream, stream_continue
 from agent_runtime.loop._transcript import validate_transcript
-from agent_runtime.loop.types import AgentContext, LoopConfig, RetryPolicy
+from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost, RetryPolicy
 
 __all__ = [
     "AgentContext",
     "LoopConfig",
+    "LoopHost",
     "RetryPolicy",
     "continue_run",
     "run",

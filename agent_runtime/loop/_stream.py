@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -14,21 +14,18 @@ from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import EventStream
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.loop._run import check_continuable, continue_run, run
-from agent_runtime.loop.types import AgentContext, LoopConfig
+from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost
 from agent_runtime.messages import Message
-
-if TYPE_CHECKING:
-    from agent_runtime.runtime import Runtime
 
 log = structlog.get_logger(__name__)
 
 
-def _prepare(config: LoopConfig, runtime: Runtime) -> LoopConfig:
+def _prepare(config: LoopConfig, runtime: LoopHost) -> LoopConfig:
     updates: dict[str, Any] = {}
     if config.runtime is None:
         updates["runtime"] = runtime
     if config.run_sync is None:
-        updates["run_sync"] = runtime.tool_tasks.submit
+        updates["run_sync"] = runtime.run_sync
     return config.model_copy(update=updates) if updates else config
 
 
@@ -84,11 +81,11 @@ async def pump(events: AsyncIterator[Event], stream: EventStream, signal: AbortS
 
 
 def _start(
-    runtime: Runtime, events: AsyncIterator[Event], stream: EventStream, signal: AbortSignal
+    runtime: LoopHost, events: AsyncIterator[Event], stream: EventStream, signal: AbortSignal
 ) -> None:
     """Submit the pump to the runtime's event loop; a task that never runs (canceled before
     it started, e.g. by a stopping runtime) still ends the stream."""
-    future = runtime.loop_tasks.submit(pump(events, stream, signal))
+    future = runtime.submit(pump(events, stream, signal))
 
     def ended(done: concurrent.futures.Future[None]) -> None:
         if done.cancelled():
@@ -106,7 +103,7 @@ def stream(
     config: LoopConfig,
     signal: AbortSignal | None = None,
     *,
-    runtime: Runtime,
+    runtime: LoopHost,
     event_stream: EventStream | None = None,
     owner: Any = None,
 ) -> EventStream:
@@ -117,7 +114,7 @@ def stream(
     returned stream is bounded (`config.stream_max_queue`, `config.stream_overflow`).
     """
     config = _prepare(config, runtime)
-    signal = signal if signal is not None else runtime.abort_table.new()
+    signal = signal if signal is not None else runtime.new_signal()
     out = event_stream if event_stream is not None else _new_stream(config, owner)
     _start(runtime, run(prompts, context, config, signal), out, signal)
     return out
@@ -128,7 +125,7 @@ def stream_continue(
     config: LoopConfig,
     signal: AbortSignal | None = None,
     *,
-    runtime: Runtime,
+    runtime: LoopHost,
     event_stream: EventStream | None = None,
     owner: Any = None,
 ) -> EventStream:
@@ -139,7 +136,7 @@ def stream_continue(
     """
     check_continuable(context)
     config = _prepare(config, runtime)
-    signal = signal if signal is not None else runtime.abort_table.new()
+    signal = signal if signal is not None else runtime.new_signal()
     out = event_stream if event_stream is not None else _new_stream(config, owner)
     _start(runtime, continue_run(context, config, signal), out, signal)
     return out

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_runtime._key import AgentKey
+from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import OverflowPolicy
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.types import ReasoningLevel
@@ -18,6 +19,23 @@ from agent_runtime.tools import Tool
 MessagesGetter = Callable[[], list[Message]]
 MessagesTransform = Callable[[list[Message]], "list[Message] | Awaitable[list[Message]]"]
 SyncRunner = Callable[[Callable[[], Any]], "Future[Any]"]
+T = TypeVar("T")
+
+
+class LoopHost(Protocol):
+    """Where `loop.stream` runs a run: what the loop needs of a runtime (`Runtime` is one)."""
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Run `coro` as a task on the host's event loop."""
+        ...
+
+    def run_sync(self, fn: Callable[[], T]) -> Future[T]:
+        """Run a synchronous call (a tool) off the event loop."""
+        ...
+
+    def new_signal(self) -> AbortSignal:
+        """A new abort signal (one the host aborts when it stops)."""
+        ...
 
 
 class RetryPolicy(BaseModel):

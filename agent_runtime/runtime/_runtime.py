@@ -8,15 +8,18 @@ import os
 import threading
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 import pykka
 import structlog
 
 from agent_runtime._errors import AgentStopped
-from agent_runtime.abort import AbortTable
+from agent_runtime.abort import AbortSignal, AbortTable
+from agent_runtime.agent import Agent
 from agent_runtime.config import RuntimeConfig, load_config
-from agent_runtime.memory import SessionMemory
+from agent_runtime.memory import SessionMemory, SessionWriter
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.runtime._holder import TableOwner
 from agent_runtime.runtime._subagents import Subagents
@@ -31,10 +34,9 @@ from supervisors import (
     TaskSupervisor,
 )
 
-if TYPE_CHECKING:
-    from agent_runtime._key import AgentKey
-    from agent_runtime.agent import Agent
+from agent_runtime._key import AgentKey
 
+T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 CHILD_IDS = ("abort_table", "registry", "subagents", "loop_tasks", "tool_tasks")
@@ -67,6 +69,7 @@ class Runtime:
         self._stopped = False
         self.tools = ToolRegistry()
         self.memory = SessionMemory.from_config(config.memory)
+        self.memory_writer = SessionWriter(self.memory, name=f"{name}.session-writer")
         self.subagents = Subagents(self)
 
     @classmethod
@@ -197,6 +200,29 @@ class Runtime:
         """
         return self.subagents.start(key, **agent_options)
 
+    def spawn_subagent(self, parent: Agent, role: str, options: dict[str, Any]) -> Agent:
+        """Start a subagent of `parent` (`ToolContext.spawn`): the next free index of `role` in
+        the parent's session, stopped with the parent."""
+        return self.subagents.spawn(parent, role, options)
+
+    def stop_agent(self, agent: Agent) -> bool:
+        """Stop `agent` and its spawned subagents (same as `runtime.subagents.stop`)."""
+        return self.subagents.stop(agent)
+
+    # -- the loop host (agent_runtime.loop.LoopHost) -----------------------------------------
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Run `coro` as a task on the runtime's event loop."""
+        return self.loop_tasks.submit(coro)
+
+    def run_sync(self, fn: Callable[[], T]) -> Future[T]:
+        """Run a synchronous call (a tool) in the `tool_tasks` pool."""
+        return self.tool_tasks.submit(fn)
+
+    def new_signal(self) -> AbortSignal:
+        """A new signal of the runtime's abort table (aborted by `stop()`)."""
+        return self.abort_table.new()
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -229,6 +255,8 @@ class Runtime:
                 log.warning("runtime.stop.abandoned_tools", runtime=self.name)
         with contextlib.suppress(SupervisorStopped):  # the root already gave up
             self.supervisor.stop(timeout=max(deadline - time.monotonic(), 0.1))
+        if not self.memory_writer.close(timeout=max(deadline - time.monotonic(), 1.0)):
+            log.warning("runtime.stop.memory_writer_busy", runtime=self.name)
         self.memory.close()
         log.info(
             "runtime.stopped",

@@ -1,0 +1,456 @@
+"""AgentActor: the pykka actor that owns one agent's state and changes it only by messages."""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import time
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from agent_runtime._errors import AgentBusy, AgentRuntimeError, AgentStopped, CannotContinue
+from agent_runtime.agent._driver import RunDriver
+from agent_runtime.agent._history import repaired
+from agent_runtime.agent._run import Queued, RunInbox, RunView, take_all
+from agent_runtime.agent._shell import AgentShell
+from agent_runtime.config import QueueMode
+from agent_runtime.event_stream import EventStream, Subscription
+from agent_runtime.events import AgentEnd, Error, Event
+from agent_runtime.llm.base import ChatModel
+from agent_runtime.loop import AgentContext, LoopConfig
+from agent_runtime.loop import stream as loop_stream
+from agent_runtime.loop import stream_continue as loop_stream_continue
+from agent_runtime.memory import window
+from agent_runtime.messages import AssistantMessage, Message
+from agent_runtime.tools import Tool, merge_tools
+from supervisors import SupervisedActor
+
+# Test hook: called with (what, thread id) on every change of an agent's state.
+mutation_hook: Callable[[str, int], None] | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """A handle call: the actor runs `_on_<name>(*args)` and answers through `reply`."""
+
+    name: str
+    args: tuple[Any, ...]
+    reply: Future[Any]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """Something the run's driver (or a subscription) tells the actor; no answer."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+
+
+@dataclass
+class ActiveRun:
+    """The actor's record of its running run."""
+
+    view: RunView
+    base: int  # where the run's messages start in the history
+    pending_tool_calls: dict[str, None] = field(default_factory=dict)
+
+
+class AgentActor(SupervisedActor):
+    """The agent's state, owned by this actor's thread: history, queues, modes, system prompt,
+    model, tools, the running run and the subscriptions.
+
+    Guarantees:
+    - Only this actor's thread changes the state; every `Agent` call is a message (`Call`),
+      every committed fact of a run (message ended, tool started or ended, the run's end) is a
+      message (`Fact`) from its driver on the event loop, a fixed few per turn.
+    - No handler waits on the event loop or on another agent: runs are submitted, never awaited.
+    - An exception a handler does not expect (anything but the `AgentRuntimeError`s it raises
+      on purpose, which go back to the caller) is returned to the caller and crashes the actor:
+      the supervisor sees an abnormal exit with that reason, the registry entry goes, and the
+      run it had is ended with `Error("agent_crashed: ...")`.
+    - On start the history is the session's (within the memory policy's window; empty when the
+      policy does not read), with calls left unpaired answered `outcome="unknown"`.
+    """
+
+    def __init__(self, shell: AgentShell) -> None:
+        super().__init__()
+        self.shell = shell
+        self.key = shell.key
+        self.host = shell.host
+        options = shell.options
+        self.system_prompt = options.system_prompt
+        self.model: ChatModel = options.model
+        self.tools: list[Tool] = list(options.tools)
+        self.steering_mode: QueueMode = options.steering_mode
+        self.follow_up_mode: QueueMode = options.follow_up_mode
+        self.messages: list[Message] = []
+        self.steering: deque[Queued] = deque()
+        self.follow_ups: deque[Queued] = deque()
+        self.error: str | None = None
+        self.run: ActiveRun | None = None
+        self.ended_ok_at = -math.inf  # when the last run ended with AgentEnd
+        self.log = shell.log
+
+    # -- lifecycle (the actor's thread) -----------------------------------------------------------
+
+    def on_start(self) -> None:
+        shell = self.shell
+        self.messages = self._remembered()
+        shell.attach(self.actor_ref)
+        self.host.registry.register(
+            self.key,
+            shell.handle,
+            ref=self.actor_ref,
+            metadata={"model": self.model.info.model, "restart": shell.options.restart},
+        )
+
+    def on_stop(self) -> None:
+        if self.run is not None:
+            self.run.view.signal.abort("agent_stopped")
+
+    def _remembered(self) -> list[Message]:
+        policy = self.shell.options.memory
+        if not policy.read:
+            return []
+        # A restarted agent reads what its previous incarnation's runs committed.
+        self.host.memory_writer.flush(timeout=5.0)
+        history = self.host.memory.history(self.key.session)
+        return repaired(window(history.messages, policy.last_n), "agent_restarted")
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, Fact):
+            getattr(self, f"_fact_{message.name}")(*message.args)
+            self._mutated(message.name)
+            return None
+        if isinstance(message, Call):
+            try:
+                result = getattr(self, f"_on_{message.name}")(*message.args)
+            except AgentRuntimeError as exc:
+                message.reply.set_exception(exc)
+                return None
+            except BaseException as exc:
+                message.reply.set_exception(exc)
+                raise  # escapes the handler: the actor crashes with this reason
+            self._mutated(message.name)
+            message.reply.set_result(result)
+            return None
+        return super().on_receive(message)
+
+    def _mutated(self, what: str) -> None:
+        hook = mutation_hook
+        if hook is not None:
+            hook(what, threading.get_ident())
+
+    # -- runs -----------------------------------------------------------------------------------------
+
+    def _on_start_run(
+        self, prompts: list[Message] | None, trace_links: Sequence[Any]
+    ) -> RunView:
+        return self._start_run(prompts, None, trace_links)
+
+    def _start_run(
+        self, prompts: list[Message] | None, system_prompt: str | None, trace_links: Sequence[Any]
+    ) -> RunView:
+        if self.shell.stopped or self.host.stopping:
+            raise AgentStopped(self.key)
+        if self.run is not None:
+            raise AgentBusy(self.key, self.run.view.run_id)
+        if prompts is None:
+            if not self.messages:
+                raise CannotContinue("Cannot continue: no messages in history")
+            if isinstance(self.messages[-1], AssistantMessage):
+                raise CannotContinue("Cannot continue from message role: assistant")
+        tools = merge_tools(self.tools, self.shell.options.tool_registry)
+        signal = self.host.abort_table.new()
+        inbox = RunInbox(
+            system_prompt if system_prompt is not None else self.system_prompt,
+            self.steering_mode,
+            self.follow_up_mode,
+            take_all(self.steering),
+            take_all(self.follow_ups),
+        )
+        view = RunView(uuid.uuid4().hex[:16], signal, inbox)
+        context = AgentContext(system_prompt=inbox.system_prompt, messages=self.messages, tools=tools)
+        config = self._loop_config(view, trace_links)
+        self.run = ActiveRun(view, base=len(self.messages))
+        self.error = None
+        self.ended_ok_at = -math.inf
+        self.shell.run_started(view)
+        try:
+            self._launch(view, prompts, context, config)
+        except RuntimeError as exc:  # the event loop is gone (the runtime stopped)
+            self.run = None
+            self.steering.extendleft(reversed(take_all(inbox.steering)))
+            self.follow_ups.extendleft(reversed(take_all(inbox.follow_ups)))
+            signal.abort("runtime_stopped")
+            self.shell.run_delivered(view)
+            self.host.abort_table.release(signal)
+            raise AgentStopped(self.key) from exc
+        self.log.info("agent.run.started", run_id=view.run_id, continued=prompts is None)
+        return view
+
+    def _launch(
+        self,
+        view: RunView,
+        prompts: list[Message] | None,
+        context: AgentContext,
+        config: LoopConfig,
+    ) -> None:
+        out = EventStream(max_queue=256, overflow="block", run_id=view.run_id, agent=self.key)
+        if prompts is None:
+            loop_stream_continue(context, config, view.signal, runtime=self.host, event_stream=out)
+        else:
+            loop_stream(prompts, context, config, view.signal, runtime=self.host, event_stream=out)
+        policy = self.shell.options.memory
+        driver = RunDriver(
+            self.shell,
+            view,
+            out,
+            self._teller(),
+            self.host.memory_writer if policy.write else None,
+        )
+        future = self.host.loop_tasks.submit(driver.drive())
+        future.add_done_callback(driver.done)
+
+    def _teller(self) -> Callable[..., None]:
+        ref = self.actor_ref
+
+        def tell(name: str, *args: Any) -> None:
+            try:
+                ref.tell(Fact(name, args))
+            except pykka.ActorDeadError:
+                pass  # this incarnation is gone; its run's end is settled without it
+
+        return tell
+
+    def _loop_config(self, view: RunView, trace_links: Sequence[Any]) -> LoopConfig:
+        options = self.shell.options
+        tell = self._teller()
+        run_id = view.run_id
+        level = options.thinking_level
+        return LoopConfig(
+            model=self.model,
+            trace_links=list(trace_links),
+            max_tool_concurrency=options.max_tool_concurrency,
+            max_tool_turns=options.max_tool_turns,
+            tool_timeout=options.tool_timeout,
+            retry=options.retry,
+            abort_grace=options.abort_grace,
+            get_steering_messages=view.inbox.take_steering,
+            get_follow_up_messages=view.inbox.take_follow_ups,
+            on_undelivered_steering=functools.partial(tell, "requeue", run_id, "steering"),
+            on_undelivered_follow_ups=functools.partial(tell, "requeue", run_id, "follow_up"),
+            get_system_prompt=view.inbox.current_system_prompt,
+            spawner=functools.partial(self.host.spawn_subagent, self.shell.handle),
+            reasoning=None if level == "off" else level,
+            run_id=run_id,
+            agent=self.key,
+            runtime=self.host,
+            stream_max_queue=256,
+            stream_overflow="block",
+        )
+
+    def _current(self, run_id: str) -> ActiveRun | None:
+        run = self.run
+        return run if run is not None and run.view.run_id == run_id else None
+
+    def _fact_message_committed(self, run_id: str, message: Message) -> None:
+        if self._current(run_id) is not None:
+            self.messages.append(message)
+
+    def _fact_tool_started(self, run_id: str, call_id: str) -> None:
+        run = self._current(run_id)
+        if run is not None:
+            run.pending_tool_calls[call_id] = None
+
+    def _fact_tool_ended(self, run_id: str, call_id: str) -> None:
+        run = self._current(run_id)
+        if run is not None:
+            run.pending_tool_calls.pop(call_id, None)
+
+    def _fact_requeue(self, run_id: str, kind: str, messages: list[Message]) -> None:
+        run = self._current(run_id)
+        queued = [Queued(m) for m in messages]
+        if run is not None:
+            inbox = run.view.inbox
+            queue = inbox.steering if kind == "steering" else inbox.follow_ups
+        else:
+            queue = self.steering if kind == "steering" else self.follow_ups
+        queue.extendleft(reversed(queued))
+
+    def _fact_run_ended(self, run_id: str, terminal: Event, dangling: list[Message]) -> None:
+        run = self._current(run_id)
+        if run is None:
+            return
+        view = run.view
+        self.messages.extend(dangling)
+        if isinstance(terminal, Error):
+            self.error = terminal.reason
+        self.steering.extend(take_all(view.inbox.steering))
+        self.follow_ups.extend(take_all(view.inbox.follow_ups))
+        self.run = None
+        if not view.ended.done():
+            view.ended.set_result(terminal)
+        if isinstance(terminal, AgentEnd):
+            self.ended_ok_at = time.monotonic()
+            if view.inbox.ending and self.follow_ups:
+                self._start_follow_up()
+
+    def _fact_driver_failed(self, reason: str) -> None:
+        raise RuntimeError(f"the run driver failed: {reason}")
+
+    def _start_follow_up(self) -> None:
+        """Start a run with queued follow-ups (after a run that ended with AgentEnd)."""
+        if self.shell.stopped or self.host.stopping:
+            return
+        taken = [self.follow_ups.popleft()]
+        if self.follow_up_mode == "all":
+            taken += take_all(self.follow_ups)
+        prompts = [q.message for q in taken]
+        system_prompt = next((q.system_prompt for q in reversed(taken) if q.system_prompt), None)
+        try:
+            self._start_run(prompts, system_prompt, ())
+        except AgentStopped:
+            self.follow_ups.extendleft(reversed(taken))
+
+    # -- queues -----------------------------------------------------------------------------------------
+
+    def _on_steer(self, queued: Queued) -> None:
+        self._check_alive()
+        (self.run.view.inbox.steering if self.run else self.steering).append(queued)
+
+    def _on_follow_up(self, queued: Queued) -> None:
+        """Queue a follow-up; one that lands within `follow_up_poll` after a run that ended with
+        `AgentEnd` starts a run of its own."""
+        self._check_alive()
+        if self.run is not None:
+            self.run.view.inbox.follow_ups.append(queued)
+            return
+        self.follow_ups.append(queued)
+        if time.monotonic() - self.ended_ok_at <= self.shell.options.follow_up_poll:
+            self._start_follow_up()
+
+    def _on_abort(self, reason: str) -> bool:
+        run = self.run
+        if run is None:
+            return False
+        run.view.signal.abort(reason)
+        for child in self.shell.children():
+            if child.handle is not None:
+                child.handle._tell("abort", f"parent_aborted: {reason}")
+        return True
+
+    def _on_reset(self) -> bool:
+        """Clear history, queues and error if no run is in progress (False otherwise)."""
+        self._check_alive()
+        if self.run is not None:
+            return False
+        self.messages = []
+        self.steering.clear()
+        self.follow_ups.clear()
+        self.error = None
+        return True
+
+    def _on_idle_futures(self) -> tuple[Future[Event], Future[Event]] | None:
+        """The running run's (ended, outcome) futures, or None when idle."""
+        run = self.run
+        return None if run is None else (run.view.ended, run.view.outcome)
+
+    # -- settings -------------------------------------------------------------------------------------
+
+    def _on_set_system_prompt(self, prompt: str) -> None:
+        self._check_alive()
+        self.system_prompt = prompt
+        if self.run is not None:
+            self.run.view.inbox.system_prompt = prompt
+        self._keep(system_prompt=prompt)
+
+    def _on_set_model(self, model: ChatModel) -> None:
+        self._check_alive()
+        self.model = model
+        self._keep(model=model)
+
+    def _on_set_tools(self, tools: list[Tool]) -> None:
+        self._check_alive()
+        self.tools = list(tools)
+        self._keep(tools=tuple(tools))
+
+    def _on_set_mode(self, kind: str, mode: QueueMode) -> None:
+        self._check_alive()
+        if kind == "steering":
+            self.steering_mode = mode
+        else:
+            self.follow_up_mode = mode
+        if self.run is not None:
+            setattr(self.run.view.inbox, f"{kind}_mode", mode)
+        self._keep(**{f"{kind}_mode": mode})
+
+    def _keep(self, **changes: Any) -> None:
+        """Carry a `set_*` over to a restarted incarnation."""
+        self.shell.options = self.shell.options.model_copy(update=changes)
+
+    # -- subscriptions --------------------------------------------------------------------------------
+
+    def _on_subscribe(self, sub: Subscription) -> None:
+        self._check_alive()
+        ref = self.actor_ref
+
+        def collected(_: weakref.ref[Subscription]) -> None:
+            try:
+                ref.tell(Fact("prune"))
+            except pykka.ActorDeadError:
+                pass
+
+        self._publish([*self._live(), weakref.ref(sub, collected)])
+
+    def _fact_unsubscribe(self, sub: Subscription) -> None:
+        self._publish([r for r in self._live() if r() is not sub])
+
+    def _fact_prune(self) -> None:
+        self._publish(self._live())
+
+    def _live(self) -> list[weakref.ref[Subscription]]:
+        return [r for r in self.shell.subscriptions if (s := r()) is not None and not s.closed]
+
+    def _publish(self, refs: list[weakref.ref[Subscription]]) -> None:
+        if not self.shell.stopped:
+            self.shell.subscriptions = tuple(refs)
+
+    # -- state ------------------------------------------------------------------------------------------
+
+    def _on_state(self) -> dict[str, Any]:
+        """The fields of an `AgentState` (copied here; the model is built by the caller)."""
+        self._check_alive()
+        run = self.run
+        inbox = run.view.inbox if run is not None else None
+        steering = inbox.steering if inbox is not None else self.steering
+        follow_ups = inbox.follow_ups if inbox is not None else self.follow_ups
+        return {
+            "key": self.key,
+            "system_prompt": self.system_prompt,
+            "model": self.model.info,
+            "tools": [t.spec() for t in self.tools],
+            "messages": list(self.messages),
+            "is_running": run is not None,
+            "run_id": run.view.run_id if run is not None else None,
+            "stream_message": run.view.stream_message if run is not None else None,
+            "pending_tool_calls": list(run.pending_tool_calls) if run is not None else [],
+            "error": self.error,
+            "steering_queue": [q.message for q in list(steering)],
+            "follow_up_queue": [q.message for q in list(follow_ups)],
+            "steering_mode": self.steering_mode,
+            "follow_up_mode": self.follow_up_mode,
+            "subscriptions": len(self._live()),
+        }
+
+    def _check_alive(self) -> None:
+        if self.shell.stopped:
+            raise AgentStopped(self.key)

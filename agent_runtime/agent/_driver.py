@@ -1,0 +1,178 @@
+"""RunDriver: on the event loop, turns one run's events into facts for the actor, commits its
+turns to session memory, and fans the events out to the subscriptions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+from agent_runtime.agent._history import pair_dangling_calls
+from agent_runtime.agent._run import RunView
+from agent_runtime.agent._shell import AgentShell
+from agent_runtime.event_stream import EventStream
+from agent_runtime.events import (
+    Canceled,
+    Error,
+    Event,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+)
+from agent_runtime.memory import SessionWriter
+from agent_runtime.messages import AssistantMessage, Message
+
+# How long a run's end waits for its last session-memory append (the writer logs failures).
+COMMIT_WAIT = 30.0
+
+
+class RunDriver:
+    """Drives one run's events (on the loop thread).
+
+    Guarantees:
+    - The actor hears only committed facts: each message ended, each tool started and ended,
+      and the run's end; never one per token. The partial message is published on the view.
+    - Each turn (an assistant message with its tool results) is appended to session memory as
+      one batch when it ends, off the event loop, in order; the run's end is told and delivered
+      only after its last append finished or failed.
+    - The actor hears of the run's end before the end is delivered, and the run's outcome
+      (`run()`) is set after the delivery: once `run()` returns, the agent takes a new prompt.
+    - Events of consecutive runs reach each subscription in run order.
+    - A run whose actor crashed ends with `Error("agent_crashed: ...")`; its turns from then on
+      are not committed (the restarted actor reads the session as it was).
+    """
+
+    def __init__(
+        self,
+        shell: AgentShell,
+        view: RunView,
+        events: EventStream,
+        tell: Callable[..., None],
+        writer: SessionWriter | None,
+    ) -> None:
+        self.shell = shell
+        self.view = view
+        self.events = events
+        self.tell = tell
+        self.writer = writer
+        self.unit: list[Message] = []  # the turn being assembled
+        self.run_messages: list[Message] = []
+        self.last_write: Future[None] | None = None
+        self.terminal: Event | None = None
+        self.settled = False
+        self.log = shell.log.bind(run_id=view.run_id)
+
+    async def drive(self) -> None:
+        shell = self.shell
+        previous, shell.last_driver = shell.last_driver, asyncio.current_task()
+        try:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])
+            async for event in self.events:
+                if event is self.events.terminal:
+                    event = await self._end(event)
+                else:
+                    self._apply(event)
+                await shell.fan_out(event)
+        except asyncio.CancelledError:
+            if self.terminal is None:
+                self._stopped_mid_run()
+            raise
+        except Exception as exc:  # a bug here: the actor must not go on as if nothing happened
+            self.log.exception("agent.driver.failed")
+            self.tell("driver_failed", f"{type(exc).__name__}: {exc}")
+            if self.terminal is None:
+                reason = f"agent_crashed: driver: {type(exc).__name__}: {exc}"
+                self.terminal = Error(agent=shell.key, run_id=self.view.run_id, reason=reason)
+                shell.push_now(self.terminal)
+        finally:
+            self._settle()
+
+    def done(self, future: Future[None]) -> None:
+        """The driver's task ended; one cancelled before it ran still settles the run."""
+        if future.cancelled() and self.terminal is None:
+            self._stopped_mid_run()
+            self._settle()
+
+    def _apply(self, event: Event) -> None:
+        view = self.view
+        if isinstance(event, MessageUpdate):
+            view.stream_message = event.message
+        elif isinstance(event, MessageStart):
+            if isinstance(event.message, AssistantMessage):
+                view.stream_message = event.message
+        elif isinstance(event, MessageEnd):
+            view.stream_message = None
+            message = event.message
+            failed = isinstance(message, AssistantMessage) and message.stop_reason in (
+                "error",
+                "aborted",
+            )
+            if not failed:
+                self.unit.append(message)
+                self.run_messages.append(message)
+                self.tell("message_committed", view.run_id, message)
+        elif isinstance(event, ToolExecutionStart):
+            self.tell("tool_started", view.run_id, event.tool_call_id)
+        elif isinstance(event, ToolExecutionEnd):
+            self.tell("tool_ended", view.run_id, event.tool_call_id)
+        elif isinstance(event, TurnEnd):
+            self._commit()
+
+    def _commit(self) -> None:
+        unit, self.unit = self.unit, []
+        if unit and self.writer is not None and self.view.crashed is None:
+            self.last_write = self.writer.append(self.shell.key.session, unit)
+
+    async def _end(self, terminal: Event) -> Event:
+        view = self.view
+        if view.crashed is not None:
+            terminal = Error(
+                agent=self.shell.key,
+                run_id=view.run_id,
+                seq=terminal.seq,
+                reason=f"agent_crashed: {view.crashed}",
+            )
+        reason = terminal.reason if isinstance(terminal, Canceled | Error) else "ended"
+        dangling = pair_dangling_calls(self.run_messages, reason)
+        self.unit.extend(dangling)
+        self._commit()
+        if self.last_write is not None:
+            with contextlib.suppress(Exception):  # the writer logged it; the run's result stands
+                await asyncio.wait_for(asyncio.wrap_future(self.last_write), COMMIT_WAIT)
+        self.terminal = terminal
+        self.tell("run_ended", view.run_id, terminal, dangling)
+        return terminal
+
+    def _stopped_mid_run(self) -> None:
+        """The stopping runtime cancelled this driver: end the run without waiting."""
+        self.terminal = Canceled(
+            agent=self.shell.key, run_id=self.view.run_id, reason="runtime_stopped"
+        )
+        self.tell("run_ended", self.view.run_id, self.terminal, [])
+        self.shell.push_now(self.terminal)
+
+    def _settle(self) -> None:
+        view = self.view
+        if self.settled:
+            return
+        self.settled = True
+        terminal = self.terminal or Canceled(
+            agent=self.shell.key, run_id=view.run_id, reason="lost"
+        )
+        _resolve(view.ended, terminal)  # the actor may be gone and never hear of the end
+        if self.shell.run_delivered(view):
+            self.shell.close_subscriptions()
+        _resolve(view.outcome, terminal)
+        self.shell.host.abort_table.release(view.signal)
+        self.log.info("agent.run.finished", outcome=type(terminal).__name__)
+
+
+def _resolve(future: Future[Any], value: Any) -> None:
+    with contextlib.suppress(InvalidStateError):  # set already, or cancelled by a waiter
+        future.set_result(value)

@@ -1,0 +1,170 @@
+"""AgentOptions: the typed, validated options of one agent, completed from the runtime's config."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent_runtime.config import QueueMode, RuntimeConfig, ThinkingLevel
+from agent_runtime.llm.base import ChatModel
+from agent_runtime.llm.factory import from_config
+from agent_runtime.loop.types import RetryPolicy
+from agent_runtime.memory import MemoryPolicy
+from agent_runtime.tools import Tool, ToolRegistry, check_unique
+
+Restart = Literal["temporary", "transient"]
+
+
+class AgentOptions(BaseModel):
+    """What an agent is started with (DESIGN.md 7), frozen once built.
+
+    `start_agent(key, **options)` builds one with `AgentOptions.build`, which fills what is not
+    given from the runtime's config (`[agent]`, `[retry]`, `[memory]`, `[llm] default_profile`).
+    The values changed later with `Agent.set_*` are kept in a copy the agent owns, so a restarted
+    (`transient`) agent starts with them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    model: ChatModel
+    system_prompt: str = ""
+    tools: tuple[Tool, ...] = ()
+    steering_mode: QueueMode = "one_at_a_time"
+    follow_up_mode: QueueMode = "one_at_a_time"
+    max_tool_concurrency: int = Field(8, ge=1, strict=True)
+    max_tool_turns: int = Field(25, ge=1, strict=True)
+    tool_timeout: float | None = Field(None, gt=0)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
+    restart: Restart = "temporary"
+    thinking_level: ThinkingLevel = "off"
+    tool_registry: ToolRegistry | None = None
+    abort_grace: float = Field(0.25, ge=0)
+    follow_up_poll: float = Field(0.05, ge=0)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _check_model(cls, value: object) -> object:
+        if not isinstance(value, ChatModel):
+            raise TypeError(f"model must be a ChatModel, not {type(value).__name__}")
+        return value
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _check_tools(cls, value: object) -> object:
+        if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+            raise TypeError(f"tools must be a list of Tools, not {type(value).__name__}")
+        tools = tuple(value)
+        if not all(isinstance(t, Tool) for t in tools):
+            raise TypeError(
+                "tools must be agent_runtime.Tool objects (decorate functions with @tool)"
+            )
+        check_unique(tools)
+        return tools
+
+    @field_validator("retry", mode="before")
+    @classmethod
+    def _check_retry(cls, value: object) -> object:
+        if not isinstance(value, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy, not {type(value).__name__}")
+        return value
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _check_memory(cls, value: object) -> object:
+        if value is False:
+            return MemoryPolicy.none()
+        if not isinstance(value, MemoryPolicy):
+            raise TypeError(f"memory must be a MemoryPolicy, not {type(value).__name__}")
+        return value
+
+    @field_validator("tool_registry", mode="before")
+    @classmethod
+    def _check_registry(cls, value: object) -> object:
+        if value is not None and not isinstance(value, ToolRegistry):
+            raise TypeError("tool_registry must be True, None or a ToolRegistry")
+        return value
+
+    @classmethod
+    def build(
+        cls, config: RuntimeConfig, options: dict[str, Any], *, tools: ToolRegistry
+    ) -> AgentOptions:
+        """Options from `start_agent` keywords, completed from `config`.
+
+        `memory=None` takes `[memory]` of the config; `tool_registry=True` means `tools` (the
+        runtime's registry); without `model=` the config's `[llm] default_profile` is built.
+
+        Raises:
+            TypeError: an unknown option (named), no model and no default profile, or a value of
+                the wrong type (named).
+            ValueError: a value out of range or not among the allowed ones (named).
+        """
+        unknown = sorted(set(options) - set(cls.model_fields))
+        if unknown:
+            raise TypeError(
+                f"unknown agent option(s) {', '.join(map(repr, unknown))} "
+                f"(expected some of: {', '.join(cls.model_fields)})"
+            )
+        agent, retry, mem = config.agent, config.retry, config.memory
+        values: dict[str, Any] = {
+            "steering_mode": agent.steering_mode,
+            "follow_up_mode": agent.follow_up_mode,
+            "max_tool_concurrency": agent.max_tool_concurrency,
+            "max_tool_turns": agent.max_tool_turns,
+            "tool_timeout": agent.tool_timeout,
+            "abort_grace": agent.abort_grace,
+            "follow_up_poll": agent.follow_up_poll,
+            "thinking_level": agent.thinking_level,
+            "restart": agent.restart,
+            "retry": RetryPolicy(**retry.model_dump()),
+            **{k: v for k, v in options.items() if not (k == "memory" and v is None)},
+        }
+        if "memory" not in values:
+            values["memory"] = MemoryPolicy(read=mem.read, write=mem.write, last_n=mem.last_n)
+        if values.get("tool_registry") is True:
+            values["tool_registry"] = tools
+        if "model" not in values:
+            values["model"] = default_model(config)
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            raise _plain_error(exc) from None
+
+    def replace(self, **changes: Any) -> AgentOptions:
+        """A copy with `changes` applied (validated like the original)."""
+        try:
+            return type(self)(**{**dict(self), **changes})
+        except ValidationError as exc:
+            raise _plain_error(exc) from None
+
+
+def default_model(config: RuntimeConfig) -> ChatModel:
+    """The model of the configured `[llm] default_profile`.
+
+    Raises:
+        TypeError: no profile is configured; the message says both ways to give a model.
+    """
+    if config.llm.default_profile is None:
+        raise TypeError(
+            "start_agent needs a model: pass model=... (a ChatModel, e.g. "
+            "agent_runtime.llm.openai_compatible(...)) or configure a profile with "
+            "[llm] default_profile in config/runtime.toml "
+            "(or AGENT_RUNTIME_LLM__DEFAULT_PROFILE)"
+        )
+    return from_config(config=config)
+
+
+def _plain_error(exc: ValidationError) -> Exception:
+    """The first problem of `exc` as the TypeError or ValueError it stands for, naming the option."""
+    error = exc.errors()[0]
+    name = ".".join(str(p) for p in error["loc"]) or "option"
+    context = error.get("ctx") or {}
+    cause = context.get("error")
+    if isinstance(cause, TypeError | ValueError) and not isinstance(cause, ValidationError):
+        return cause
+    value = error.get("input")
+    message = f"invalid {name} {value!r}: {error['msg']}"
+    if error["type"] in ("is_instance_of", "model_type", "model_attributes_type"):
+        return TypeError(message)
+    return ValueError(message)

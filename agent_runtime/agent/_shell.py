@@ -1,0 +1,189 @@
+"""AgentShell: what outlives each incarnation of an agent's actor (identity, subscriptions, ends).
+
+A `transient` agent is restarted as a fresh `AgentActor`; the `Agent` handle, its open
+subscriptions and the options changed with `set_*` stay here, so callers keep one handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+import pykka
+import structlog
+
+from agent_runtime._key import AgentKey
+from agent_runtime.agent._host import AgentHost
+from agent_runtime.agent._options import AgentOptions
+from agent_runtime.agent._run import RunView
+from agent_runtime.event_stream import Subscription
+from agent_runtime.event_stream._subscription import deliver
+from agent_runtime.events import Event
+from supervisors import ExitReason, monitor
+
+log = structlog.get_logger(__name__)
+
+SubscriptionRefs = tuple["weakref.ref[Subscription]", ...]
+
+
+class IncarnationExited(Exception):
+    """Set on the reply of a call whose actor exited before answering it."""
+
+
+class AgentShell:
+    """The agent between incarnations of its actor.
+
+    Written by one side each: `ref`, `subscriptions` and `options` by the current actor
+    (subscriptions also emptied when the agent ends); `last_driver` by the event-loop thread.
+    `delivering` (the run whose end is not yet delivered), `stopped` and `children` change
+    under this module's lock, which is never held while calling out.
+    """
+
+    def __init__(
+        self, key: AgentKey, host: AgentHost, options: AgentOptions, parent: AgentShell | None
+    ) -> None:
+        self.key = key
+        self.host = host
+        self.options = options
+        self.parent = parent
+        self.handle: Any = None  # the Agent (typed Any: the handle module builds on this one)
+        self.ref: pykka.ActorRef[Any] | None = None
+        self.exited: Future[ExitReason] = Future()  # of the current incarnation
+        self.child_ref: pykka.ActorRef[Any] | None = None  # what the subagents supervisor holds
+        self.subscriptions: SubscriptionRefs = ()
+        self.delivering: RunView | None = None
+        self.stopped = False
+        self.stop_reason = ""
+        self.last_driver: asyncio.Task[None] | None = None
+        self._children: weakref.WeakSet[AgentShell] = weakref.WeakSet()
+        self._replies: weakref.WeakSet[Future[Any]] = weakref.WeakSet()  # calls not answered
+        self._lock = threading.Condition()
+        self.log = log.bind(session=key.session, role=key.role, index=key.index)
+        if parent is not None:
+            parent.add_child(self)
+
+    # -- incarnations -----------------------------------------------------------------------------
+
+    def attach(self, ref: pykka.ActorRef[Any]) -> None:
+        """A new incarnation started (its `on_start`, in its thread): watch its exit."""
+        exited: Future[ExitReason] = Future()
+        with self._lock:
+            self.ref, self.exited = ref, exited
+            self._lock.notify_all()
+        monitor(ref, lambda _ref, reason: self._incarnation_exited(exited, reason))
+
+    def new_reply(self) -> Future[Any]:
+        """The reply future of a call about to be sent; failed if its actor exits first."""
+        reply: Future[Any] = Future()
+        with self._lock:
+            self._replies.add(reply)
+        return reply
+
+    def forget_reply(self, reply: Future[Any]) -> None:
+        with self._lock:
+            self._replies.discard(reply)
+
+    def _incarnation_exited(self, exited: Future[ExitReason], reason: ExitReason) -> None:
+        exited.set_result(reason)
+        with self._lock:
+            view = self.delivering
+            unanswered = list(self._replies)
+            self._replies.clear()
+        for reply in unanswered:
+            with contextlib.suppress(InvalidStateError):
+                reply.set_exception(IncarnationExited(str(reason)))
+        if reason.abnormal:
+            self.log.error("agent.crashed", reason=str(reason))
+            if view is not None:
+                view.crash(str(reason))
+        if not reason.abnormal:
+            self.end("agent_stopped")
+        elif self.options.restart == "temporary":
+            self.end(f"agent_crashed: {reason}")
+
+    def current(self) -> tuple[pykka.ActorRef[Any] | None, Future[ExitReason]]:
+        """The current incarnation's ref and the future of its exit."""
+        with self._lock:
+            return self.ref, self.exited
+
+    def wait_replaced(self, old: pykka.ActorRef[Any] | None, timeout: float) -> bool:
+        """Wait until an incarnation other than `old` runs; False if the agent ended first or
+        `timeout` passed."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: self.stopped or (self.ref is not old and self.ref is not None), timeout
+            ) and not self.stopped
+
+    # -- the end ----------------------------------------------------------------------------------
+
+    def end(self, reason: str) -> None:
+        """End the agent for good (idempotent): its run is aborted, and its subscriptions close
+        once that run's end was delivered (at once if none is running)."""
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped, self.stop_reason = True, reason
+            view = self.delivering
+            self._lock.notify_all()
+        self.log.info("agent.ended", reason=reason)
+        if view is not None:
+            view.signal.abort(reason)
+        else:
+            self.close_subscriptions()
+
+    def run_started(self, view: RunView) -> None:
+        with self._lock:
+            self.delivering = view
+
+    def run_delivered(self, view: RunView) -> bool:
+        """`view`'s end reached the subscriptions; True if the agent ended meanwhile."""
+        with self._lock:
+            if self.delivering is view:
+                self.delivering = None
+            return self.stopped
+
+    def close_subscriptions(self) -> None:
+        with self._lock:
+            refs, self.subscriptions = self.subscriptions, ()
+        for ref in refs:
+            sub = ref()
+            if sub is not None:
+                sub.stream.cancel(f"agent_stopped: {self.stop_reason}")
+
+    # -- delegation ---------------------------------------------------------------------------------
+
+    def add_child(self, child: AgentShell) -> None:
+        with self._lock:
+            self._children.add(child)
+
+    def children(self) -> list[AgentShell]:
+        with self._lock:
+            return sorted(self._children, key=lambda c: c.key)
+
+    # -- fan-out (on the loop thread) -----------------------------------------------------------------
+
+    async def fan_out(self, event: Event) -> None:
+        """Deliver `event` to this agent's subscriptions, then to its ancestors' (delegation).
+
+        Only weak refs are held while a delivery waits, so a subscription dropped by its reader
+        is collected and closed, which ends the wait at once.
+        """
+        shell: AgentShell | None = self
+        while shell is not None:
+            for ref in shell.subscriptions:
+                await deliver(ref, event)
+            shell = shell.parent
+
+    def push_now(self, event: Event) -> None:
+        """Hand `event` to every subscription without waiting (the loop is going away)."""
+        shell: AgentShell | None = self
+        while shell is not None:
+            for ref in shell.subscriptions:
+                sub = ref()
+                if sub is not None:
+                    sub.stream.push_async(event)
+            shell = shell.parent
