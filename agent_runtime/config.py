@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_runtime._errors import ConfigError
+from agent_runtime._thinking import ThinkingBudgets as ThinkingBudgets  # public path
 
 ENV_PREFIX = "AGENT_RUNTIME_"
 CONFIG_PATH_ENV = "AGENT_RUNTIME_CONFIG"
@@ -79,16 +80,6 @@ class RetryConfig(_Section):
     base_delay: float = Field(2.0, ge=0)
     max_delay: float = Field(30.0, ge=0)
     max_retry_after: float = Field(120.0, ge=0)
-
-
-class ThinkingBudgets(_Section):
-    """Reasoning token budget per `thinking_level` (Anthropic, Gemini); `off` sends none."""
-
-    minimal: int = Field(1024, ge=0)
-    low: int = Field(2048, ge=0)
-    medium: int = Field(8192, ge=0)
-    high: int = Field(16384, ge=0)
-    xhigh: int = Field(32768, ge=0)
 
 
 class ModelPricingConfig(_Section):
