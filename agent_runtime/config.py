@@ -91,18 +91,27 @@ class ModelPricingConfig(_Section):
 
 
 class ModelProfile(_Section):
-    """A named model: which adapter, which model, where, and which env var holds the key."""
+    """A named model: which adapter, which model, where, and which env var holds the key.
 
-    provider: Literal["scripted", "openai_compatible", "openai", "anthropic", "gemini"]
+    `provider` is the profile's kind: `openai`, `openai_compatible`, `anthropic`, `gemini`,
+    `scripted`, or any kind registered with `agent_runtime.llm.register_profile_kind` (checked
+    when the model is built, not when the config is loaded). `plugin` names a module to import
+    when the kind is not registered yet; importing it registers the kind.
+    """
+
+    provider: str = Field(min_length=1)
     model: str = ""
     base_url: str | None = None
     api_key_env: str | None = None
     pricing: ModelPricingConfig | None = None
+    plugin: str | None = None
 
 
 def _default_profiles() -> dict[str, ModelProfile]:
     return {
-        "scripted": ModelProfile(provider="scripted", model="scripted"),
+        "scripted": ModelProfile(
+            provider="scripted", model="scripted", plugin="agent_runtime.testing"
+        ),
         "openai": ModelProfile(
             provider="openai", model="gpt-4o-mini", api_key_env="OPENAI_API_KEY"
         ),
@@ -121,7 +130,7 @@ def _default_profiles() -> dict[str, ModelProfile]:
 class LLMConfig(_Section):
     """The LLM layer: HTTP timeouts, the default profile and the profiles themselves."""
 
-    default_profile: str = "scripted"
+    default_profile: str | None = "scripted"
     timeout: float = Field(60.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
     profiles: dict[str, ModelProfile] = Field(default_factory=_default_profiles)
