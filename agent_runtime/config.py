@@ -128,9 +128,13 @@ def _default_profiles() -> dict[str, ModelProfile]:
 
 
 class LLMConfig(_Section):
-    """The LLM layer: HTTP timeouts, the default profile and the profiles themselves."""
+    """The LLM layer: HTTP timeouts, the default profile and the profiles themselves.
 
-    default_profile: str | None = "scripted"
+    `default_profile` is None unless configured, so no model is picked behind the caller's
+    back: `from_config()` without a name then raises a ConfigError saying how to name one.
+    """
+
+    default_profile: str | None = None
     timeout: float = Field(60.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
     profiles: dict[str, ModelProfile] = Field(default_factory=_default_profiles)

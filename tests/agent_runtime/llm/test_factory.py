@@ -99,8 +99,29 @@ def test_a_hosted_profile_without_its_key_names_the_environment_variable(
         from_config(name, config=shipped)
 
 
-def test_the_scripted_profile_is_the_offline_default(shipped: RuntimeConfig) -> None:
-    model = from_config(config=shipped)
+def test_the_scripted_profile_echoes_offline(shipped: RuntimeConfig) -> None:
+    model = from_config("scripted", config=shipped)
+    assert isinstance(model, ScriptedModel)
+    assert model.prompt_sync("hello", timeout=5) == "echo: hello"
+
+
+def test_without_a_name_or_a_default_profile_the_error_says_how_to_pick_one(
+    shipped: RuntimeConfig,
+) -> None:
+    assert shipped.llm.default_profile is None
+    with pytest.raises(ConfigError, match="no model profile given and no default configured") as e:
+        from_config(config=shipped)
+    for fix in (
+        "pass a profile name",
+        "[llm] default_profile",
+        "AGENT_RUNTIME_LLM__DEFAULT_PROFILE",
+    ):
+        assert fix in str(e.value)
+
+
+def test_without_a_name_the_configured_default_profile_is_built() -> None:
+    config = load_config(SHIPPED, env={"AGENT_RUNTIME_LLM__DEFAULT_PROFILE": "scripted"})
+    model = from_config(config=config)
     assert isinstance(model, ScriptedModel)
     assert model.prompt_sync("hello", timeout=5) == "echo: hello"
 
