@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_runtime._errors import ConfigError
+from agent_runtime._thinking import ThinkingBudgets as ThinkingBudgets  # public path
 
 ENV_PREFIX = "AGENT_RUNTIME_"
 CONFIG_PATH_ENV = "AGENT_RUNTIME_CONFIG"
@@ -81,16 +82,6 @@ class RetryConfig(_Section):
     max_retry_after: float = Field(120.0, ge=0)
 
 
-class ThinkingBudgets(_Section):
-    """Reasoning token budget per `thinking_level` (Anthropic, Gemini); `off` sends none."""
-
-    minimal: int = Field(1024, ge=0)
-    low: int = Field(2048, ge=0)
-    medium: int = Field(8192, ge=0)
-    high: int = Field(16384, ge=0)
-    xhigh: int = Field(32768, ge=0)
-
-
 class ModelPricingConfig(_Section):
     """Price in USD per million tokens."""
 
@@ -100,18 +91,27 @@ class ModelPricingConfig(_Section):
 
 
 class ModelProfile(_Section):
-    """A named model: which adapter, which model, where, and which env var holds the key."""
+    """A named model: which adapter, which model, where, and which env var holds the key.
 
-    provider: Literal["scripted", "openai_compatible", "openai", "anthropic", "gemini"]
+    `provider` is the profile's kind: `openai`, `openai_compatible`, `anthropic`, `gemini`,
+    `scripted`, or any kind registered with `agent_runtime.llm.register_profile_kind` (checked
+    when the model is built, not when the config is loaded). `plugin` names a module to import
+    when the kind is not registered yet; importing it registers the kind.
+    """
+
+    provider: str = Field(min_length=1)
     model: str = ""
     base_url: str | None = None
     api_key_env: str | None = None
     pricing: ModelPricingConfig | None = None
+    plugin: str | None = None
 
 
 def _default_profiles() -> dict[str, ModelProfile]:
     return {
-        "scripted": ModelProfile(provider="scripted", model="scripted"),
+        "scripted": ModelProfile(
+            provider="scripted", model="scripted", plugin="agent_runtime.testing"
+        ),
         "openai": ModelProfile(
             provider="openai", model="gpt-4o-mini", api_key_env="OPENAI_API_KEY"
         ),
@@ -128,9 +128,13 @@ def _default_profiles() -> dict[str, ModelProfile]:
 
 
 class LLMConfig(_Section):
-    """The LLM layer: HTTP timeouts, the default profile and the profiles themselves."""
+    """The LLM layer: HTTP timeouts, the default profile and the profiles themselves.
 
-    default_profile: str = "scripted"
+    `default_profile` is None unless configured, so no model is picked behind the caller's
+    back: `from_config()` without a name then raises a ConfigError saying how to name one.
+    """
+
+    default_profile: str | None = None
     timeout: float = Field(60.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
     profiles: dict[str, ModelProfile] = Field(default_factory=_default_profiles)

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agent_runtime.agent._delegate import delegate
+from agent_runtime.cli._tree import render_tree
 from agent_runtime.config import MemoryConfig, RuntimeConfig, TelemetryConfig
 from agent_runtime.events import (
     AgentEnd,
@@ -145,8 +146,6 @@ def run_demo(console: Console | None = None) -> int:
         )
 
         console.rule("4. the supervision tree")
-        from agent_runtime.cli._main import render_tree
-
         console.print(render_tree(runtime))
     console.print("[bold green]demo finished[/]" if ok else "[bold red]demo checks failed[/]")
     return 0 if ok else 1

@@ -7,31 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.tree import Tree
 
+from agent_runtime.cli._tree import render_tree
 from agent_runtime.runtime import Runtime
-from supervisors import ChildInfo, DynamicSupervisor, Supervisor, supervisor_of
-
-
-def render_tree(runtime: Runtime) -> Tree:
-    """A rich Tree of the runtime's supervision tree, children in start order."""
-    root = Tree(f"[bold]{runtime.name}[/] (Supervisor, one_for_one)")
-    _add_children(root, runtime.supervisor)
-    return root
-
-
-def _label(info: ChildInfo) -> str:
-    kind = info.ref.actor_class.__name__ if info.ref is not None else "-"
-    state = "[green]alive[/]" if info.alive else "[red]down[/]"
-    return f"{info.id} [dim]({info.type}, {info.restart}, {kind})[/] {state}"
-
-
-def _add_children(node: Tree, sup: Supervisor | DynamicSupervisor) -> None:
-    for info in sup.which_children():
-        branch = node.add(_label(info))
-        nested = supervisor_of(info.ref) if info.ref is not None else None
-        if nested is not None and nested.alive:
-            _add_children(branch, nested)
 
 
 def _tree(args: argparse.Namespace) -> int:
@@ -41,7 +19,7 @@ def _tree(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from agent_runtime.cli._demo import run_demo
+    from agent_runtime.cli._demo import run_demo  # on use: the demo loads the test doubles
 
     return run_demo(Console())
 

@@ -33,8 +33,6 @@ from agent_runtime.messages import AssistantMessage, Message
 if TYPE_CHECKING:
     import pykka
 
-    from agent_runtime.event_stream._subscription import Subscription
-
 __all__ = [
     "EventStream",
     "OverflowPolicy",
@@ -428,15 +426,3 @@ class EventStream:
             if not fut.done() or fut.cancelled():
                 with self._lock:
                     waiters.discard_locked(fut)
-
-
-def __getattr__(name: str) -> Any:
-    # Subscription builds on EventStream, so it lives beside it and is imported lazily here.
-    if name == "Subscription":
-        from agent_runtime.event_stream._subscription import Subscription
-
-        return Subscription
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ += ["Subscription"]

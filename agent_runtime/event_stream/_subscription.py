@@ -10,7 +10,7 @@ from types import TracebackType
 
 from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime._key import AgentKey
-from agent_runtime.event_stream import EventStream, OverflowPolicy
+from agent_runtime.event_stream._stream import EventStream, OverflowPolicy
 from agent_runtime.events import Error, Event, is_terminal
 
 OVERFLOW_REASON = "subscriber_overflow"

@@ -17,7 +17,7 @@ from agent_runtime.llm.errors import (
     StructuredOutputError,
     TruncatedResponseError,
 )
-from agent_runtime.llm.factory import from_config
+from agent_runtime.llm.factory import ProfileBuilder, from_config, register_profile_kind
 from agent_runtime.llm.middleware import (
     CachingModel,
     CircuitBreaker,
@@ -65,6 +65,7 @@ __all__ = [
     "GeminiModel",
     "ObservableModel",
     "OpenAICompatibleModel",
+    "ProfileBuilder",
     "RetryingModel",
     "SwitchableModel",
     "anthropic",
@@ -79,6 +80,7 @@ __all__ = [
     "openai",
     "openai_compatible",
     "openrouter",
+    "register_profile_kind",
     "together",
     "AuthenticationError",
     "BaseChatModel",

@@ -192,9 +192,9 @@ class Transport:
 
     def events(
         self, path: str, body: Mapping[str, Any], *, params: Mapping[str, str] | None = None
-    ) -> EventStream:
-        """The server-sent events of `POST path` as an `EventStream` (no I/O until iterated)."""
-        return EventStream(self, path, body, params=params)
+    ) -> SseEventSource:
+        """The server-sent events of `POST path` as an `SseEventSource` (no I/O until iterated)."""
+        return SseEventSource(self, path, body, params=params)
 
     def stream_error(self, body: Any, request_id: str | None = None) -> LLMError:
         """The mapped error for an error event (or error body) inside a 200 answer, carrying
@@ -211,7 +211,7 @@ class Transport:
         )
 
 
-class EventStream:
+class SseEventSource:
     """The events of one streamed answer, read as `async with ... as stream: async for ...`.
 
     Guarantees: iteration yields the events that carry data, in order (keep-alive blanks are
@@ -236,7 +236,7 @@ class EventStream:
     def _opened(self, request_id: str | None) -> None:
         self.request_id = request_id
 
-    async def __aenter__(self) -> EventStream:
+    async def __aenter__(self) -> SseEventSource:
         return self
 
     async def __aexit__(
@@ -247,7 +247,7 @@ class EventStream:
     ) -> None:
         await self._events.aclose()
 
-    def __aiter__(self) -> EventStream:
+    def __aiter__(self) -> SseEventSource:
         return self
 
     async def __anext__(self) -> httpx_sse.ServerSentEvent:

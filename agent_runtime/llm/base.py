@@ -1,18 +1,24 @@
-"""The ChatModel port and BaseChatModel, which gives every adapter the shared behaviour."""
+"""BaseChatModel, which gives every adapter the shared behaviour of the ChatModel port.
+
+`ChatModel` itself lives in `agent_runtime.llm._port` (so that `structured`, which only needs
+the port, does not import this module back) and is re-exported here, its public path.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
 from pydantic import BaseModel
 
 from agent_runtime.abort import AbortSignal
 from agent_runtime.llm._abortable import await_abortable, iterate_abortable
+from agent_runtime.llm._port import ChatModel
 from agent_runtime.llm._sync import run_sync
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import CapabilityNotSupportedError
+from agent_runtime.llm.structured import generate_structured
 from agent_runtime.llm.types import (
     Capability,
     ChatRequest,
@@ -24,56 +30,9 @@ from agent_runtime.llm.types import (
 )
 from agent_runtime.messages import UserMessage
 
+__all__ = ["BaseChatModel", "ChatModel"]
+
 M = TypeVar("M", bound=BaseModel)
-
-
-@runtime_checkable
-class ChatModel(Protocol):
-    """The one port to every LLM: async first, with sync twins for plain scripts.
-
-    Cancelling the task that awaits `generate` or iterates `stream`, or aborting the
-    `signal` given to them, closes the HTTP response at once; an abort raises
-    `agent_runtime.Aborted`.
-    """
-
-    @property
-    def info(self) -> ModelInfo:
-        """Provider, model name and capabilities."""
-        ...
-
-    async def generate(
-        self, request: ChatRequest, *, signal: AbortSignal | None = None
-    ) -> ChatResponse:
-        """One complete answer."""
-        ...
-
-    def stream(
-        self, request: ChatRequest, *, signal: AbortSignal | None = None
-    ) -> AsyncIterator[StreamChunk]:
-        """The answer as chunks, ending with a `FinishDelta`."""
-        ...
-
-    async def prompt(
-        self, text: str, system: str | None = None, *, signal: AbortSignal | None = None
-    ) -> str:
-        """Shortcut: one user message in, the answer text out."""
-        ...
-
-    def generate_sync(
-        self,
-        request: ChatRequest,
-        *,
-        signal: AbortSignal | None = None,
-        timeout: float | None = None,
-    ) -> ChatResponse:
-        """`generate` for code without an event loop."""
-        ...
-
-    def prompt_sync(
-        self, text: str, system: str | None = None, *, timeout: float | None = None
-    ) -> str:
-        """`prompt` for code without an event loop."""
-        ...
 
 
 class BaseChatModel(ABC):
@@ -191,8 +150,6 @@ class BaseChatModel(ABC):
             StructuredOutputError: the answer did not validate (carries `errors` and `raw`).
             TruncatedResponseError: the answer was cut off by the token limit.
         """
-        from agent_runtime.llm.structured import generate_structured
-
         return await generate_structured(self, request, output_type, signal=signal)
 
     def generate_structured_sync(

@@ -9,7 +9,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agent_runtime.abort import AbortSignal
-from agent_runtime.llm.base import ChatModel
+from agent_runtime.llm._port import ChatModel
 from agent_runtime.llm.errors import StructuredOutputError
 from agent_runtime.llm.types import ChatRequest
 

@@ -1,4 +1,8 @@
-"""ScriptedModel: a deterministic ChatModel that plays one scripted turn per call."""
+"""ScriptedModel: a deterministic ChatModel that plays one scripted turn per call.
+
+Importing this module registers the `scripted` profile kind with the LLM factory (a
+ScriptedModel without turns that echoes), so `agent_runtime.llm.from_config` can build it.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent_runtime.config import ModelProfile, RuntimeConfig
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.errors import LLMError
+from agent_runtime.llm.factory import profile_pricing, register_profile_kind
 from agent_runtime.llm.types import (
     ALL_CAPABILITIES,
     Capability,
@@ -225,3 +231,15 @@ def _as_turn(turn: ScriptedTurn | str | Any) -> ScriptedTurn:
     if isinstance(turn, str):
         return ScriptedTurn(text=turn)
     raise TypeError(f"a script turn must be a ScriptedTurn or a str, not {type(turn).__name__}")
+
+
+def _build_scripted(
+    name: str, profile: ModelProfile, config: RuntimeConfig
+) -> ScriptedModel:
+    """The model of a `scripted` profile: no turns, answering `echo: <last user text>`."""
+    return ScriptedModel(
+        model=profile.model or "scripted", pricing=profile_pricing(profile), echo=True
+    )
+
+
+register_profile_kind("scripted", _build_scripted)

@@ -39,6 +39,7 @@ def test_design_defaults_are_the_model_defaults() -> None:
     assert (config.supervision.max_restarts, config.supervision.max_seconds) == (3, 5.0)
     assert config.telemetry.log_content is False
     assert set(config.llm.profiles) >= {"scripted", "openai", "anthropic", "gemini", "local"}
+    assert config.llm.default_profile is None
 
 
 def test_environment_overrides_the_file_and_coerces_types() -> None:

@@ -30,7 +30,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agent_runtime.config import ThinkingBudgets
+from agent_runtime._thinking import ThinkingBudgets
 from agent_runtime.llm.types import (
     ChatRequest,
     FinishDelta,

@@ -50,7 +50,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent_runtime.config import ThinkingBudgets
+from agent_runtime._thinking import ThinkingBudgets
 from agent_runtime.llm.errors import NetworkError
 from agent_runtime.llm.types import (
     ChatRequest,

@@ -9,7 +9,7 @@ from typing import ClassVar, TypedDict
 
 import httpx
 
-from agent_runtime.config import ThinkingBudgets
+from agent_runtime._thinking import ThinkingBudgets
 from agent_runtime.llm._transport import ApiKey, Transport, resolve_api_key
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.errors import AuthenticationError

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_runtime import ConfigError
-from agent_runtime.config import ModelPricingConfig, RuntimeConfig, load_config
+from agent_runtime.config import ModelPricingConfig, ModelProfile, RuntimeConfig, load_config
 from agent_runtime.llm import (
     AnthropicModel,
+    ChatModel,
     ChatRequest,
     GeminiModel,
     OpenAICompatibleModel,
     from_config,
+    register_profile_kind,
 )
 from agent_runtime.messages import Usage, UserMessage
 from agent_runtime.testing import MockProviderServer, ScriptedModel, ScriptedTurn
@@ -94,8 +99,29 @@ def test_a_hosted_profile_without_its_key_names_the_environment_variable(
         from_config(name, config=shipped)
 
 
-def test_the_scripted_profile_is_the_offline_default(shipped: RuntimeConfig) -> None:
-    model = from_config(config=shipped)
+def test_the_scripted_profile_echoes_offline(shipped: RuntimeConfig) -> None:
+    model = from_config("scripted", config=shipped)
+    assert isinstance(model, ScriptedModel)
+    assert model.prompt_sync("hello", timeout=5) == "echo: hello"
+
+
+def test_without_a_name_or_a_default_profile_the_error_says_how_to_pick_one(
+    shipped: RuntimeConfig,
+) -> None:
+    assert shipped.llm.default_profile is None
+    with pytest.raises(ConfigError, match="no model profile given and no default configured") as e:
+        from_config(config=shipped)
+    for fix in (
+        "pass a profile name",
+        "[llm] default_profile",
+        "AGENT_RUNTIME_LLM__DEFAULT_PROFILE",
+    ):
+        assert fix in str(e.value)
+
+
+def test_without_a_name_the_configured_default_profile_is_built() -> None:
+    config = load_config(SHIPPED, env={"AGENT_RUNTIME_LLM__DEFAULT_PROFILE": "scripted"})
+    model = from_config(config=config)
     assert isinstance(model, ScriptedModel)
     assert model.prompt_sync("hello", timeout=5) == "echo: hello"
 
@@ -168,3 +194,83 @@ def test_the_thinking_budgets_of_the_config_reach_the_provider(
     request = ChatRequest(messages=[UserMessage(content="hi")], reasoning="high")
     from_config("anthropic", config=config).generate_sync(request, timeout=5)
     assert server.requests[0].json["thinking"] == {"type": "enabled", "budget_tokens": 12345}
+
+
+def with_profiles(**profiles: dict[str, Any]) -> RuntimeConfig:
+    return RuntimeConfig.model_validate({"llm": {"profiles": profiles}})
+
+
+def test_a_registered_profile_kind_builds_through_its_builder() -> None:
+    seen: list[tuple[str, ModelProfile]] = []
+
+    def build(name: str, profile: ModelProfile, config: RuntimeConfig) -> ChatModel:
+        seen.append((name, profile))
+        return ScriptedModel(["from the custom kind"], model=profile.model)
+
+    register_profile_kind("test_factory_custom", build)
+    config = with_profiles(mine={"provider": "test_factory_custom", "model": "m1"})
+    model = from_config("mine", config=config)
+    assert model.prompt_sync("hi", timeout=5) == "from the custom kind"
+    assert [(name, profile.model) for name, profile in seen] == [("mine", "m1")]
+
+
+def test_an_unregistered_profile_kind_says_how_to_register_it() -> None:
+    config = with_profiles(odd={"provider": "test_factory_unregistered"})
+    with pytest.raises(
+        ConfigError,
+        match=r"profile kind 'test_factory_unregistered' of model profile 'odd' is not "
+        r"registered .*import the module that registers it",
+    ):
+        from_config("odd", config=config)
+
+
+def test_a_profile_plugin_module_is_imported_to_register_its_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "test_factory_plugin.py").write_text(
+        textwrap.dedent(
+            """
+            from agent_runtime.llm import register_profile_kind
+            from agent_runtime.testing import ScriptedModel
+
+            register_profile_kind(
+                "test_factory_plugged", lambda name, profile, config: ScriptedModel(["plugged"])
+            )
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = with_profiles(p={"provider": "test_factory_plugged", "plugin": "test_factory_plugin"})
+    assert from_config("p", config=config).prompt_sync("hi", timeout=5) == "plugged"
+
+
+def test_a_profile_plugin_that_registers_nothing_is_named() -> None:
+    config = with_profiles(p={"provider": "test_factory_missing", "plugin": "json"})
+    with pytest.raises(
+        ConfigError, match=r"plugin module 'json' did not register .*'test_factory_missing'"
+    ):
+        from_config("p", config=config)
+
+
+def test_a_profile_plugin_that_cannot_be_imported_is_named() -> None:
+    config = with_profiles(p={"provider": "test_factory_missing", "plugin": "no_such_plugin_mod"})
+    with pytest.raises(ConfigError, match="plugin module 'no_such_plugin_mod' cannot be imported"):
+        from_config("p", config=config)
+
+
+def test_the_scripted_profile_builds_without_importing_agent_runtime_testing_first() -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from agent_runtime.config import load_config
+        from agent_runtime.llm import from_config
+
+        assert "agent_runtime.testing" not in sys.modules
+        model = from_config("scripted", config=load_config({str(SHIPPED)!r}, env={{}}))
+        print(model.prompt_sync("offline", timeout=5))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "echo: offline"), done.stderr

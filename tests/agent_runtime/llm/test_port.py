@@ -184,8 +184,8 @@ def test_structured_output_refuses_a_truncated_answer() -> None:
         model.generate_structured_sync(REQUEST, Weather)
 
 
-def test_from_config_builds_the_offline_default() -> None:
-    model = from_config(config=RuntimeConfig())
+def test_from_config_builds_the_offline_scripted_profile() -> None:
+    model = from_config("scripted", config=RuntimeConfig())
     assert model.info.provider == "scripted"
     assert model.prompt_sync("hello") == "echo: hello"
 
