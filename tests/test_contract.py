@@ -1574,14 +1574,15 @@ def test_state_has_the_design_fields(runtime: Runtime) -> None:
     assert state.messages == [] and state.steering_queue == [] and state.follow_up_queue == []
 
 
-def test_steer_and_follow_up_queue_messages_and_set_the_system_prompt(runtime: Runtime) -> None:
-    agent = runtime.start_agent(("s", "r", 0), model=ScriptedModel())
+def test_steer_and_follow_up_queue_messages_with_their_system_prompts(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "r", 0), model=ScriptedModel(), system_prompt="own")
     agent.steer("s1", system_prompt="new prompt")
     agent.follow_up("f1", system_prompt="newer prompt")
     state = agent.state()
     assert [m.text for m in state.steering_queue] == ["s1"]
     assert [m.text for m in state.follow_up_queue] == ["f1"]
-    assert state.system_prompt == "newer prompt"
+    # A prompt sent with a message travels with it; queueing it changes nothing else.
+    assert state.system_prompt == "own"
 
 
 def test_stream_yields_the_runs_events_up_to_its_terminal(runtime: Runtime) -> None:

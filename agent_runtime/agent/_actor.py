@@ -249,7 +249,7 @@ class AgentActor(SupervisedActor):
             on_undelivered_steering=functools.partial(tell, "requeue", run_id, "steering"),
             on_undelivered_follow_ups=functools.partial(tell, "requeue", run_id, "follow_up"),
             get_system_prompt=view.inbox.current_system_prompt,
-            spawner=functools.partial(self.host.spawn_subagent, self.shell.handle),
+            spawner=self._spawn,
             reasoning=None if level == "off" else level,
             run_id=run_id,
             agent=self.key,
@@ -257,6 +257,10 @@ class AgentActor(SupervisedActor):
             stream_max_queue=256,
             stream_overflow="block",
         )
+
+    def _spawn(self, role: str, **options: Any) -> Any:
+        """`ToolContext.spawn` (called by tools, never on this actor's thread)."""
+        return self.host.spawn_subagent(self.shell.handle, role, options)
 
     def _current(self, run_id: str) -> ActiveRun | None:
         run = self.run

@@ -30,6 +30,7 @@ from agent_runtime.events import (
     AgentEnd,
     Canceled,
     EventsDropped,
+    MessageEnd,
     MessageUpdate,
     ToolExecutionStart,
 )
@@ -237,7 +238,7 @@ def test_unsubscribe_and_a_dropped_subscription_are_pruned(runtime: Runtime) -> 
     del dropped
     gc.collect()
     agent.run("go", timeout=5)
-    assert agent._core.live_subscriptions() == [kept]
+    assert agent.state().subscriptions == 1  # only `kept` is left
     events = list(kept.until_end(timeout=5))
     assert isinstance(events[-1], AgentEnd)
 
@@ -388,13 +389,13 @@ def test_a_follow_up_mode_switch_mid_run_applies_at_the_next_consumption(
 def test_a_follow_up_that_misses_the_loops_last_look_starts_the_next_run(
     runtime: Runtime,
 ) -> None:
-    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["first", "second"]))
+    model = ScriptedModel(["first", "second"])
+    agent = runtime.start_agent(("s", "main", 0), model=model)
     gate = agent.subscribe(max_queue=1, overflow="block", block_timeout=10)
     agent.prompt("go")
-    run = agent._core.run
-    assert run is not None
-    # The loop found no follow-up and ended; the run itself still waits on the gate reader.
-    wait_until(lambda: run.ending)
+    # The loop answers; its run then waits on the gate reader, so the follow-up lands either
+    # just before the loop's last look or after it: both must end in the same transcript.
+    wait_until(lambda: model.call_count == 1)
     agent.follow_up("late")
     gate.close()
     wait_until(lambda: len(agent.state().messages) == 4)
@@ -435,7 +436,7 @@ def test_a_dropped_subscription_releases_a_run_blocked_on_it(runtime: Runtime) -
     del sub
     gc.collect()
     agent.wait_for_idle(timeout=5)  # well before the 30 s block_timeout
-    assert agent._core.live_subscriptions() == []
+    assert agent.state().subscriptions == 0
 
 
 def test_steering_mode_all_delivers_everything_at_once(runtime: Runtime) -> None:
@@ -638,9 +639,10 @@ def test_agents_opt_into_runtime_tools_and_their_own_win(runtime: Runtime) -> No
     agent.run("go", timeout=5)
     results = [m for m in agent.state().messages if isinstance(m, ToolResultMessage)]
     assert [r.text for r in results] == ["own", "extra"]
-    plain = runtime.start_agent(("s", "plain", 0), model=ScriptedModel(["x"]))
+    plain_model = ScriptedModel(["x"])
+    plain = runtime.start_agent(("s", "plain", 0), model=plain_model)
     plain.run("go", timeout=5)
-    assert plain._core.model.requests[0].tools == []  # type: ignore[attr-defined]
+    assert plain_model.requests[0].tools == []
 
 
 def test_runtime_stop_aborts_running_agents_and_pairs_their_calls() -> None:
@@ -666,6 +668,7 @@ def test_runtime_stop_aborts_running_agents_and_pairs_their_calls() -> None:
         ),
         tools=[delegate(["leaf"], model=leaf_model)],
     )
+    subs = {each.key: each.subscribe(max_queue=10_000) for each in (agent, streaming, delegating)}
     for each in (agent, streaming, delegating):
         each.prompt("go")
     wait_until(lambda: agent.state().pending_tool_calls == ["h"] and leaf_model.call_count == 1)
@@ -673,12 +676,16 @@ def test_runtime_stop_aborts_running_agents_and_pairs_their_calls() -> None:
     started = time.monotonic()
     rt.stop(timeout=10)
     assert time.monotonic() - started < 5
-    history = agent._core.messages
-    assert not validate_transcript(history)
-    assert isinstance(history[-1], ToolResultMessage) and history[-1].text == "aborted cleanly"
     for each in (agent, streaming, delegating, leaf):
-        assert not each.alive and each._core.run is None
-        assert not validate_transcript(each._core.messages)
+        assert not each.alive
+    for key, sub in subs.items():
+        events = [e for e in sub if e.agent == key]  # ends: the stopped agent closed it
+        assert isinstance(events[-1], Canceled)
+        history = [e.message for e in events if isinstance(e, MessageEnd)]
+        assert not validate_transcript(history)
+        if key == agent.key:
+            last = history[-1]
+            assert isinstance(last, ToolResultMessage) and last.text == "aborted cleanly"
     assert rt.abort_table.count() == 0
     wait_until(lambda: set(threading.enumerate()) <= threads_before, what="no thread left")
 

@@ -172,7 +172,7 @@ def test_a_crashed_subagent_never_touches_its_parent_or_siblings(runtime: Runtim
     kill(worker.ref)
     top.wait_for_idle(timeout=5)
     (result,) = [m for m in top.state().messages if isinstance(m, ToolResultMessage)]
-    assert result.is_error and "canceled" in result.text
+    assert result.is_error and "agent_crashed: killed" in result.text
     assert top.alive and top.state().messages[-1].text == "recovered"  # type: ignore[union-attr]
     assert not worker.alive and runtime.registry.lookup(("s", "worker", 0)) is None
     assert sibling.run("hi", timeout=5).text == "fine"

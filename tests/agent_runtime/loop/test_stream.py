@@ -185,8 +185,8 @@ def test_a_run_task_canceled_before_it_starts_still_ends_the_stream(runtime: Run
             future.cancel()
             return future
 
-    fake = SimpleNamespace(
-        loop_tasks=NeverRuns(), tool_tasks=runtime.tool_tasks, abort_table=runtime.abort_table
+    fake = SimpleNamespace(  # a LoopHost whose event loop never runs a task
+        submit=NeverRuns().submit, run_sync=runtime.run_sync, new_signal=runtime.new_signal
     )
     out = stream(
         [UserMessage(content="go")],
