@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -13,6 +14,8 @@ T = TypeVar("T")
 class StreamStats(BaseModel):
     """A consistent snapshot of an `EventStream`'s counters.
 
+    - `queue_size`: events queued now. The run terminals a multi-run stream (a subscription)
+      holds take no space, so there it may exceed `max_queue` by their number.
     - `accepted`: events that entered the queue.
     - `delivered`: accepted events handed to a reader (markers and the terminal not counted).
     - `evicted`: accepted events pushed out of a full queue by `drop_oldest`.
@@ -37,8 +40,11 @@ class StreamStats(BaseModel):
 class GapQueue(Generic[T]):
     """A FIFO of items plus the count of items dropped right before each one (not thread-safe).
 
-    The owner enforces the capacity and guards every call with its lock. Gaps take no space: they
-    are attached to the next item queued after them (or stay at the tail until one arrives).
+    The owner enforces the capacity against `held` and guards every call with its lock. Gaps take
+    no space: they are attached to the next item queued after them (or stay at the tail until one
+    arrives). Items the `pinned` predicate selects (the run terminals of a multi-run stream) take
+    no space either and are never evicted: `evict()` removes the oldest unpinned item, and its gap
+    moves on to the item after it, pinned or not, so a reader still sees it.
 
     Counters (`accepted == delivered + evicted + len(queue)` at all times):
     `accepted` items appended, `delivered` items popped by readers, `evicted` items removed by
@@ -47,8 +53,9 @@ class GapQueue(Generic[T]):
 
     __slots__ = (
         "_gaps",
-        "_head",
+        "_is_pinned",
         "_items",
+        "_pinned",
         "_tail_gap",
         "accepted",
         "delivered",
@@ -56,15 +63,21 @@ class GapQueue(Generic[T]):
         "refused",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, pinned: Callable[[T], bool] | None = None) -> None:
         self._items: deque[T] = deque()
-        self._head = 0  # absolute index of _items[0]
-        self._gaps: dict[int, int] = {}  # absolute index -> items dropped right before it
+        self._gaps: deque[int] = deque()  # _gaps[i]: items dropped right before _items[i]
         self._tail_gap = 0  # items dropped after the last queued item
+        self._is_pinned = pinned
+        self._pinned = 0  # how many queued items are pinned
         self.accepted = self.delivered = self.evicted = self.refused = 0
 
     def __len__(self) -> int:
         return len(self._items)
+
+    @property
+    def held(self) -> int:
+        """Queued items that take space: every item but the pinned ones."""
+        return len(self._items) - self._pinned
 
     @property
     def dropped(self) -> int:
@@ -73,11 +86,12 @@ class GapQueue(Generic[T]):
 
     def append(self, item: T) -> None:
         """Queue `item`; a pending tail gap becomes the gap before it."""
-        if self._tail_gap:
-            self._gaps[self._head + len(self._items)] = self._tail_gap
-            self._tail_gap = 0
         self._items.append(item)
+        self._gaps.append(self._tail_gap)
+        self._tail_gap = 0
         self.accepted += 1
+        if self._is_pinned is not None and self._is_pinned(item):
+            self._pinned += 1
 
     def refuse(self) -> None:
         """Count one new item dropped at the door (it opens or widens the tail gap)."""
@@ -85,22 +99,39 @@ class GapQueue(Generic[T]):
         self._tail_gap += 1
 
     def evict(self) -> None:
-        """Drop the oldest item; it and the gap before it join the gap before the next item."""
-        self._items.popleft()
-        carry = self._gaps.pop(self._head, 0) + 1
-        self._head += 1
+        """Drop the oldest unpinned item; it and the gap before it join the gap before the next
+        item (the tail gap if it was the last).
+
+        Raises:
+            IndexError: every queued item is pinned (`held == 0`); the queue is unchanged.
+        """
+        i = 0
+        if self._pinned:
+            assert self._is_pinned is not None
+            while i < len(self._items) and self._is_pinned(self._items[i]):
+                i += 1
+        if i == len(self._items):
+            raise IndexError("no unpinned item to evict")
+        carry = self._gaps[i] + 1
+        if i == 0:
+            self._items.popleft()
+            self._gaps.popleft()
+        else:
+            del self._items[i]
+            del self._gaps[i]
         self.evicted += 1
-        if self._items:
-            self._gaps[self._head] = self._gaps.get(self._head, 0) + carry
+        if i < len(self._items):
+            self._gaps[i] += carry
         else:
             self._tail_gap += carry
 
     def popleft(self) -> tuple[int, T]:
         """Remove the oldest item, counting it delivered; return it with the gap before it."""
         item = self._items.popleft()
-        gap = self._gaps.pop(self._head, 0) if self._gaps else 0
-        self._head += 1
+        gap = self._gaps.popleft()
         self.delivered += 1
+        if self._pinned and self._is_pinned is not None and self._is_pinned(item):
+            self._pinned -= 1
         return gap, item
 
     def pop_tail_gap(self) -> int:

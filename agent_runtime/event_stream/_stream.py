@@ -27,6 +27,7 @@ from agent_runtime.events import (
     Event,
     EventsDropped,
     Terminal,
+    is_terminal,
 )
 from agent_runtime.messages import AssistantMessage, Message
 
@@ -75,8 +76,12 @@ class EventStream:
       is canceled with reason `"owner_down"`.
 
     `multi_run=True` makes a stream that outlives runs (a subscription): the terminal events
-    of runs (`AgentEnd`, `Error`, `Canceled`) are pushed as ordinary events, and only the
-    stream's own end (`complete`/`error`/`cancel`) stops its readers.
+    of runs (`AgentEnd`, `Error`, `Canceled`) are pushed as events, and only the stream's own
+    end (`complete`/`error`/`cancel`) stops its readers. A run's terminal is never lost to
+    overflow there either: it takes no queue space, so every policy queues it at once (no
+    `StreamOverflow`, no wait, no discard), and `drop_oldest` evicts the oldest event that is
+    not a run terminal. `max_queue` bounds the other events; the run terminals still unread
+    come on top (one per run the reader is behind).
 
     Raises:
         ValueError: `max_queue < 1`, an unknown `overflow` policy, a `timeout <= 0` or an
@@ -114,7 +119,8 @@ class EventStream:
         self._async_readable = AsyncWaiters()
         self._async_writable = AsyncWaiters()
         self._async_ended = AsyncWaiters()
-        self._queue: GapQueue[Event] = GapQueue()
+        # A multi-run stream pins the terminals of runs: they take no space and are never evicted.
+        self._queue: GapQueue[Event] = GapQueue(pinned=is_terminal if multi_run else None)
         self._terminal: Terminal | None = None
         self._pulled_end = False
         self._max_seq = 0
@@ -169,7 +175,8 @@ class EventStream:
         `timeout` bounds the wait of the `"block"` policy (None: until space or the end; 0: no
         wait); other policies never wait. Returns True if the event was queued, False if
         `drop_newest` discarded it. A terminal event (`AgentEnd`, `Error`, `Canceled`) ends
-        the stream as `complete`/`error`/`cancel` would (it needs no space).
+        the stream as `complete`/`error`/`cancel` would (it needs no space); in a multi-run
+        stream it is queued at once instead, whatever the policy.
 
         Raises:
             StreamOverflow: the queue is full under `"error"`, or still full after `timeout`
@@ -215,7 +222,8 @@ class EventStream:
         On a full queue `"drop_oldest"` evicts the oldest event; every other policy discards the
         new one. Both are counted in `stats().dropped` and reported to readers by a marker. After
         the end, the event is ignored (False). A terminal event ends the stream (True if this
-        call ended it), so forwarding every event of `loop.run` here is safe. Never raises.
+        call ended it), so forwarding every event of `loop.run` here is safe; in a multi-run
+        stream it is always queued (True while the stream is open). Never raises.
         """
         if self._ends_with(event):
             return self._end_with(event, strict=False)
@@ -228,6 +236,10 @@ class EventStream:
     def _ends_with(self, event: Event) -> bool:
         """A terminal event ends a single-run stream; a multi-run stream queues it as data."""
         return not self._multi_run and isinstance(event, TERMINAL_TYPES)
+
+    def _pins(self, event: Event) -> bool:
+        """A run's terminal in a multi-run stream: queued without space, under every policy."""
+        return self._multi_run and isinstance(event, TERMINAL_TYPES)
 
     def _end_with(self, event: Event, *, strict: bool) -> bool:
         with self._lock:
@@ -243,7 +255,7 @@ class EventStream:
         if self._terminal is not None:
             raise StreamClosed(f"stream {self._run_id!r} has ended; it accepts no more events")
         self._max_seq = max(self._max_seq, event.seq)
-        if len(self._queue) >= self._max_queue:
+        if self._queue.held >= self._max_queue and not self._pins(event):
             if policy == "error":
                 raise self._full(None)
             if policy == "block":

@@ -24,6 +24,12 @@ class Subscription:
       `block_timeout`; past that the subscription alone is closed and its reader gets
       `StreamOverflow` after the buffered events. `"drop_oldest"`/`"drop_newest"`: the run
       never waits; `EventsDropped(n)` marks each gap. `"error"`: closed at once when full.
+    - A run's terminal (`AgentEnd`, `Error`, `Canceled`, a subagent's too) is never dropped,
+      evicted or waited for: it takes no buffer space, so every policy accepts it at once and
+      `until_end()` returns once the reader gets to it; an `EventsDropped` marker before it
+      counts the events overflow dropped just before it. Only a subscription already closed
+      (by `close()`, or by overflow under `"block"`/`"error"`) misses later terminals, and
+      its reader gets that end (`StreamOverflow` for overflow) instead of waiting.
     - Iterating yields events of every run (and of delegated subagents, tagged with their
       key) until `close()`; `until_end()` stops after the end of the next run of `agent`.
     - `close()` (or leaving the `with` block, or dropping the object) unsubscribes; a closed
@@ -168,8 +174,9 @@ async def deliver(ref: weakref.ref[Subscription], event: Event) -> bool:
     """Hand `event` to the subscription behind `ref` per its policy (on the runtime's loop).
 
     Only the buffer is held while a `block` delivery waits: a subscription its reader drops
-    meanwhile is collected, which closes the buffer and ends the wait at once. Returns False
-    once the subscription is closed or gone (the agent's next `subscription_refs` prunes it).
+    meanwhile is collected, which closes the buffer and ends the wait at once. A run's terminal
+    never waits and never overflows (it takes no buffer space). Returns False once the
+    subscription is closed or gone (the agent's next `subscription_refs` prunes it).
     """
     sub = ref()
     if sub is None or sub.stream.done:

@@ -1,13 +1,15 @@
 """Session memory (DESIGN.md 9): the history every agent of a session shares, kept in a store.
 
 ```python
-from agent_runtime.memory import SessionMemory, MemoryPolicy, window
+from agent_runtime.memory import SessionMemory, SessionWriter, MemoryPolicy, window
 memory = SessionMemory.default("state/memory.sqlite3")    # durable SqliteStore (WAL, one file)
 sequence = memory.append("s1", [UserMessage(content="hi")])
 h = memory.history("s1")                                   # SessionHistory(messages, sequence)
 memory.compact("s1", [summary], h.sequence)               # ConcurrentModification if it moved on
 with memory.subscribe("s1") as sub:                        # MemoryAdded / MemoryCompacted events
     event = sub.poll(timeout=1.0)
+writer = SessionWriter(memory)                             # appends off the event loop, in order
+await asyncio.wrap_future(writer.append("s1", turn))       # per session; writer.close() drains
 context = window(h.messages, MemoryPolicy.limited_window(20).last_n)
 ```
 
@@ -31,6 +33,7 @@ from agent_runtime.memory._policy import MemoryPolicy, window
 from agent_runtime.memory._sqlite import SqliteStore
 from agent_runtime.memory._store import MemoryStore
 from agent_runtime.memory._subscription import MemorySubscription
+from agent_runtime.memory._writer import SessionWriter
 
 __all__ = [
     "ConcurrentModification",
@@ -44,6 +47,7 @@ __all__ = [
     "MemorySubscription",
     "SessionHistory",
     "SessionMemory",
+    "SessionWriter",
     "SqliteStore",
     "window",
 ]

@@ -233,9 +233,7 @@ def _as_turn(turn: ScriptedTurn | str | Any) -> ScriptedTurn:
     raise TypeError(f"a script turn must be a ScriptedTurn or a str, not {type(turn).__name__}")
 
 
-def _build_scripted(
-    name: str, profile: ModelProfile, config: RuntimeConfig
-) -> ScriptedModel:
+def _build_scripted(name: str, profile: ModelProfile, config: RuntimeConfig) -> ScriptedModel:
     """The model of a `scripted` profile: no turns, answering `echo: <last user text>`."""
     return ScriptedModel(
         model=profile.model or "scripted", pricing=profile_pricing(profile), echo=True
