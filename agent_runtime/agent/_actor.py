@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import threading
@@ -149,11 +150,9 @@ class AgentActor(SupervisedActor):
         if hook is not None:
             hook(what, threading.get_ident())
 
-    # -- runs -----------------------------------------------------------------------------------------
+    # -- runs -------------------------------------------------------------------------------------
 
-    def _on_start_run(
-        self, prompts: list[Message] | None, trace_links: Sequence[Any]
-    ) -> RunView:
+    def _on_start_run(self, prompts: list[Message] | None, trace_links: Sequence[Any]) -> RunView:
         return self._start_run(prompts, None, trace_links)
 
     def _start_run(
@@ -178,7 +177,9 @@ class AgentActor(SupervisedActor):
             take_all(self.follow_ups),
         )
         view = RunView(uuid.uuid4().hex[:16], signal, inbox)
-        context = AgentContext(system_prompt=inbox.system_prompt, messages=self.messages, tools=tools)
+        context = AgentContext(
+            system_prompt=inbox.system_prompt, messages=self.messages, tools=tools
+        )
         config = self._loop_config(view, trace_links)
         self.run = ActiveRun(view, base=len(self.messages))
         self.error = None
@@ -224,10 +225,8 @@ class AgentActor(SupervisedActor):
         ref = self.actor_ref
 
         def tell(name: str, *args: Any) -> None:
-            try:
+            with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(Fact(name, args))
-            except pykka.ActorDeadError:
-                pass  # this incarnation is gone; its run's end is settled without it
 
         return tell
 
@@ -325,7 +324,7 @@ class AgentActor(SupervisedActor):
         except AgentStopped:
             self.follow_ups.extendleft(reversed(taken))
 
-    # -- queues -----------------------------------------------------------------------------------------
+    # -- queues -----------------------------------------------------------------------------------
 
     def _on_steer(self, queued: Queued) -> None:
         self._check_alive()
@@ -368,7 +367,7 @@ class AgentActor(SupervisedActor):
         run = self.run
         return None if run is None else (run.view.ended, run.view.outcome)
 
-    # -- settings -------------------------------------------------------------------------------------
+    # -- settings ---------------------------------------------------------------------------------
 
     def _on_set_system_prompt(self, prompt: str) -> None:
         self._check_alive()
@@ -401,17 +400,15 @@ class AgentActor(SupervisedActor):
         """Carry a `set_*` over to a restarted incarnation."""
         self.shell.options = self.shell.options.model_copy(update=changes)
 
-    # -- subscriptions --------------------------------------------------------------------------------
+    # -- subscriptions ----------------------------------------------------------------------------
 
     def _on_subscribe(self, sub: Subscription) -> None:
         self._check_alive()
         ref = self.actor_ref
 
         def collected(_: weakref.ref[Subscription]) -> None:
-            try:
+            with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(Fact("prune"))
-            except pykka.ActorDeadError:
-                pass
 
         self._publish([*self._live(), weakref.ref(sub, collected)])
 
@@ -428,7 +425,7 @@ class AgentActor(SupervisedActor):
         if not self.shell.stopped:
             self.shell.subscriptions = tuple(refs)
 
-    # -- state ------------------------------------------------------------------------------------------
+    # -- state ------------------------------------------------------------------------------------
 
     def _on_state(self) -> dict[str, Any]:
         """The fields of an `AgentState` (copied here; the model is built by the caller)."""

@@ -68,7 +68,9 @@ def delegate(
                     return error_result(f"subagent {tuple(subagent.key)} is busy")
             else:
                 subagent, view = claimed
-        remove = ctx.signal.on_abort(lambda s: subagent._tell("abort", f"parent_aborted: {s.reason}"))
+        remove = ctx.signal.on_abort(
+            lambda s: subagent._tell("abort", f"parent_aborted: {s.reason}")
+        )
         try:
             outcome = asyncio.shield(asyncio.wrap_future(view.outcome))
             terminal = await asyncio.wait_for(outcome, timeout)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, get_args
@@ -52,7 +53,7 @@ class Agent:
         self._shell = shell
         shell.handle = self
 
-    # -- identity -------------------------------------------------------------------------------
+    # -- identity ---------------------------------------------------------------------------------
 
     @property
     def key(self) -> AgentKey:
@@ -73,7 +74,7 @@ class Agent:
         ref = self._shell.ref
         return not self._shell.stopped and ref is not None and ref.is_alive()
 
-    # -- messages to the actor ------------------------------------------------------------------
+    # -- messages to the actor --------------------------------------------------------------------
 
     def _send(self, name: str, args: tuple[Any, ...], *, wait: bool = True) -> Any:
         """Send a call to the current actor; returns its reply future, or None if no actor
@@ -129,10 +130,8 @@ class Agent:
 
     def _tell(self, name: str, *args: Any) -> None:
         """Send a call without waiting for its answer (errors are dropped)."""
-        try:
+        with contextlib.suppress(AgentStopped):
             self._send(name, args, wait=False)
-        except AgentStopped:
-            pass
 
     def _on_loop_thread(self) -> bool:
         try:
@@ -148,7 +147,7 @@ class Agent:
                 "the loop thread): use the async API (arun, astream, async for) instead"
             )
 
-    # -- runs -----------------------------------------------------------------------------------
+    # -- runs -------------------------------------------------------------------------------------
 
     def _start(self, input: str | Message | Sequence[Message] | None) -> RunView:
         prompts = None if input is None else as_messages(input)
@@ -329,12 +328,10 @@ class Agent:
     def _tell_fact(self, name: str, *args: Any) -> None:
         ref = self._shell.ref
         if ref is not None:
-            try:
+            with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(Fact(name, args))
-            except pykka.ActorDeadError:
-                pass
 
-    # -- state ----------------------------------------------------------------------------------
+    # -- state ------------------------------------------------------------------------------------
 
     def state(self) -> AgentState:
         """A consistent snapshot of the agent, taken by its actor in one step.

@@ -7,14 +7,15 @@ from typing import Any, Protocol
 
 from agent_runtime.abort import AbortTable
 from agent_runtime.config import RuntimeConfig
+from agent_runtime.loop import LoopHost
 from agent_runtime.memory import SessionMemory, SessionWriter
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.tools import ToolRegistry
 from supervisors import AsyncTaskSupervisor, TaskSupervisor
 
 
-class AgentHost(Protocol):
-    """The runtime as its agents see it."""
+class AgentHost(LoopHost, Protocol):
+    """The runtime as its agents see it (also the host of their runs' loops)."""
 
     @property
     def config(self) -> RuntimeConfig: ...

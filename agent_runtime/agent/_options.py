@@ -156,7 +156,7 @@ def default_model(config: RuntimeConfig) -> ChatModel:
 
 
 def _plain_error(exc: ValidationError) -> Exception:
-    """The first problem of `exc` as the TypeError or ValueError it stands for, naming the option."""
+    """The first problem of `exc` as the TypeError or ValueError it is, naming the option."""
     error = exc.errors()[0]
     name = ".".join(str(p) for p in error["loc"]) or "option"
     context = error.get("ctx") or {}

@@ -114,9 +114,12 @@ class AgentShell:
         """Wait until an incarnation other than `old` runs; False if the agent ended first or
         `timeout` passed."""
         with self._lock:
-            return self._lock.wait_for(
-                lambda: self.stopped or (self.ref is not old and self.ref is not None), timeout
-            ) and not self.stopped
+            return (
+                self._lock.wait_for(
+                    lambda: self.stopped or (self.ref is not old and self.ref is not None), timeout
+                )
+                and not self.stopped
+            )
 
     # -- the end ----------------------------------------------------------------------------------
 
@@ -154,7 +157,7 @@ class AgentShell:
             if sub is not None:
                 sub.stream.cancel(f"agent_stopped: {self.stop_reason}")
 
-    # -- delegation ---------------------------------------------------------------------------------
+    # -- delegation -------------------------------------------------------------------------------
 
     def add_child(self, child: AgentShell) -> None:
         with self._lock:
@@ -164,7 +167,7 @@ class AgentShell:
         with self._lock:
             return sorted(self._children, key=lambda c: c.key)
 
-    # -- fan-out (on the loop thread) -----------------------------------------------------------------
+    # -- fan-out (on the loop thread) -------------------------------------------------------------
 
     async def fan_out(self, event: Event) -> None:
         """Deliver `event` to this agent's subscriptions, then to its ancestors' (delegation).

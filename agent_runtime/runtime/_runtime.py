@@ -7,15 +7,16 @@ import itertools
 import os
 import threading
 import time
-from types import TracebackType
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
+from types import TracebackType
 from typing import Any, TypeVar
 
 import pykka
 import structlog
 
 from agent_runtime._errors import AgentStopped
+from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortSignal, AbortTable
 from agent_runtime.agent import Agent
 from agent_runtime.config import RuntimeConfig, load_config
@@ -33,8 +34,6 @@ from supervisors import (
     SupervisorStopped,
     TaskSupervisor,
 )
-
-from agent_runtime._key import AgentKey
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -70,7 +69,7 @@ class Runtime:
         self.tools = ToolRegistry()
         self.memory = SessionMemory.from_config(config.memory)
         self.memory_writer = SessionWriter(self.memory, name=f"{name}.session-writer")
-        self.subagents = Subagents(self)
+        self.subagents = Subagents(self, lambda: self.subagents_supervisor)
 
     @classmethod
     def start(

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import pykka
 import structlog
 
 from agent_runtime._errors import AlreadyRegistered
 from agent_runtime._key import AgentKey
-from agent_runtime.agent import Agent, AgentActor, AgentOptions
+from agent_runtime.agent import Agent, AgentActor, AgentHost, AgentOptions
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.memory import MemoryPolicy
-from supervisors import ChildSpec, ChildStartError, ExitReason, Supervisor, monitor
-
-if TYPE_CHECKING:
-    from agent_runtime.runtime._runtime import Runtime
+from supervisors import (
+    ChildSpec,
+    ChildStartError,
+    DynamicSupervisor,
+    ExitReason,
+    Supervisor,
+    monitor,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -31,8 +36,9 @@ class Subagents:
     crash past `max_restarts` within `max_seconds` (`[supervision]`) ends that agent alone.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: AgentHost, supervisor: Callable[[], DynamicSupervisor]) -> None:
         self._runtime = runtime
+        self._supervisor = supervisor  # the current `subagents` DynamicSupervisor
 
     def start(self, key: AgentKey | tuple[str, str, int], **options: Any) -> Agent:
         """Start an agent under `key`.
@@ -69,7 +75,7 @@ class Subagents:
         else:
             spec = ChildSpec(id=child_id, start=start_actor, restart="temporary", shutdown=shutdown)
         try:
-            shell.child_ref = runtime.subagents_supervisor.start_child(spec)
+            shell.child_ref = self._supervisor().start_child(spec)
         except ChildStartError as exc:
             cause = exc.__cause__
             while cause is not None and not isinstance(cause, AlreadyRegistered):
@@ -86,11 +92,7 @@ class Subagents:
         """A one-child supervisor for a transient agent: the agent's own restart budget."""
         sup = self._runtime.config.supervision
         supervisor = Supervisor.start(
-            [
-                ChildSpec(
-                    id="agent", start=start_actor, restart="transient", shutdown=sup.shutdown
-                )
-            ],
+            [ChildSpec(id="agent", start=start_actor, restart="transient", shutdown=sup.shutdown)],
             max_restarts=sup.max_restarts,
             max_seconds=sup.max_seconds,
             name=child_id,
@@ -130,7 +132,7 @@ class Subagents:
             if isinstance(child.handle, Agent):
                 self.stop(child.handle)
         ref = shell.child_ref
-        stopped = ref is not None and self._runtime.subagents_supervisor.terminate_child(ref)
+        stopped = ref is not None and self._supervisor().terminate_child(ref)
         shell.end("agent_stopped")
         return stopped
 
