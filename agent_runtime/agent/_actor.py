@@ -18,6 +18,7 @@ from typing import Any
 import pykka
 
 from agent_runtime._errors import AgentBusy, AgentRuntimeError, AgentStopped, CannotContinue
+from agent_runtime._key import AgentKey
 from agent_runtime.agent._driver import RunDriver
 from agent_runtime.agent._history import repaired
 from agent_runtime.agent._run import Queued, RunInbox, RunView, take_all
@@ -34,8 +35,9 @@ from agent_runtime.messages import AssistantMessage, Message
 from agent_runtime.tools import Tool, merge_tools
 from supervisors import SupervisedActor
 
-# Test hook: called with (what, thread id) on every change of an agent's state.
-mutation_hook: Callable[[str, int], None] | None = None
+# Test hook: called with (agent key, what, thread id) after every message that may change an
+# agent's state, on the thread that changed it; an exception it raises crashes that actor.
+mutation_hook: Callable[[AgentKey, str, int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ class AgentActor(SupervisedActor):
 
     def on_start(self) -> None:
         shell = self.shell
-        self.messages = self._remembered()
+        self.messages = self._remembered(restarted=shell.ref is not None)
         shell.attach(self.actor_ref)
         self.host.registry.register(
             self.key,
@@ -117,12 +119,12 @@ class AgentActor(SupervisedActor):
         if self.run is not None:
             self.run.view.signal.abort("agent_stopped")
 
-    def _remembered(self) -> list[Message]:
+    def _remembered(self, *, restarted: bool) -> list[Message]:
         policy = self.shell.options.memory
         if not policy.read:
             return []
-        # A restarted agent reads what its previous incarnation's runs committed.
-        self.host.memory_writer.flush(timeout=5.0)
+        if restarted:  # read what the previous incarnation's runs committed
+            self.host.memory_writer.flush(timeout=5.0)
         history = self.host.memory.history(self.key.session)
         return repaired(window(history.messages, policy.last_n), "agent_restarted")
 
@@ -148,7 +150,7 @@ class AgentActor(SupervisedActor):
     def _mutated(self, what: str) -> None:
         hook = mutation_hook
         if hook is not None:
-            hook(what, threading.get_ident())
+            hook(self.key, what, threading.get_ident())
 
     # -- runs -------------------------------------------------------------------------------------
 

@@ -1,0 +1,449 @@
+"""The agent as a real actor: crashes mean something, restarts restore, state has one owner."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from agent_runtime import (
+    AgentBusy,
+    AgentKey,
+    AgentStopped,
+    RunFailed,
+    Runtime,
+)
+from agent_runtime.agent import AgentOptions, _actor
+from agent_runtime.agent._history import repaired
+from agent_runtime.config import RuntimeConfig
+from agent_runtime.events import AgentEnd, Error, Event, MessageUpdate
+from agent_runtime.llm import ProviderError
+from agent_runtime.loop import RetryPolicy, validate_transcript
+from agent_runtime.memory import InMemoryStore, MemoryAdded, MemoryPolicy, SessionMemory
+from agent_runtime.messages import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.tools import Tool, ToolContext, ToolRegistry, tool
+from supervisors import exit_reason, kill
+
+NO_RETRY = RetryPolicy(max_retries=0)
+
+
+@pytest.fixture
+def runtime() -> Iterator[Runtime]:
+    with Runtime.start(RuntimeConfig()) as rt:
+        yield rt
+
+
+def call(call_id: str, name: str, **arguments: object) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo."""
+    return text
+
+
+def texts(messages: Iterable[Message]) -> list[str]:
+    return [m.text for m in messages]  # type: ignore[union-attr]
+
+
+# -- crashes ------------------------------------------------------------------------------------
+
+
+class BrokenRegistry(ToolRegistry):
+    def all(self) -> list[Tool]:
+        raise RuntimeError("registry broke")
+
+
+def test_an_exception_in_a_handler_crashes_the_actor_and_ends_a_temporary_agent(
+    runtime: Runtime,
+) -> None:
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel(["x"]), tool_registry=BrokenRegistry()
+    )
+    ref = agent.ref
+    sub = agent.subscribe()
+    with pytest.raises(RuntimeError, match="registry broke"):
+        agent.prompt("go")
+    wait_until(lambda: not ref.is_alive())
+    reason = exit_reason(ref)
+    assert reason is not None and reason.kind == "crash" and "registry broke" in reason.detail
+    wait_until(lambda: runtime.registry.lookup(("s", "main", 0)) is None)
+    assert not agent.alive
+    with pytest.raises(AgentStopped):
+        agent.state()
+    assert list(sub) == []  # closed: no run was interrupted
+
+
+@pytest.fixture
+def crash_on(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """crash_on(key, what): the actor of `key` raises after handling message `what`."""
+    targets: set[tuple[AgentKey, str]] = set()
+
+    def hook(key: AgentKey, what: str, _thread: int) -> None:
+        if (key, what) in targets:
+            targets.discard((key, what))
+            raise RuntimeError(f"injected fault at {what}")
+
+    monkeypatch.setattr(_actor, "mutation_hook", hook)
+    return lambda key, what: targets.add((AgentKey.of(key), what))
+
+
+def slow_tool_agent(runtime: Runtime, key: tuple[str, str, int], **options: Any) -> Any:
+    gate = threading.Event()
+
+    @tool
+    def wait_here(ctx: ToolContext) -> str:
+        """Waits for the gate or the abort."""
+        while not gate.wait(0.01) and not ctx.signal.aborted:
+            pass
+        return "done"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[call("w", "wait_here")]), "after"] * 3)
+    return runtime.start_agent(key, model=model, tools=[wait_here], **options), gate
+
+
+def test_a_crash_while_applying_a_runs_events_ends_that_run_with_agent_crashed(
+    runtime: Runtime, crash_on: Any
+) -> None:
+    agent, _gate = slow_tool_agent(runtime, ("s", "main", 0))
+    crash_on(("s", "main", 0), "tool_started")
+    sub = agent.subscribe()
+    with pytest.raises(RunFailed) as failed:
+        agent.run("go", timeout=5)
+    assert failed.value.reason.startswith("agent_crashed: crash: RuntimeError: injected fault")
+    events = list(sub)  # the temporary agent is gone, so its subscription ends
+    assert isinstance(events[-1], Error) and events[-1].reason == failed.value.reason
+    assert runtime.registry.lookup(("s", "main", 0)) is None
+
+
+def test_a_transient_agent_comes_back_with_its_history_and_its_subscriptions(
+    runtime: Runtime,
+) -> None:
+    streaming = ScriptedTurn(chunks=["par", "tial"], chunk_delay=30.0)
+    model = ScriptedModel(
+        ["first", ScriptedTurn(tool_calls=[call("e", "echo", text="hi")]), streaming, "again"]
+    )
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=model, tools=[echo], restart="transient", system_prompt="old"
+    )
+    agent.run("hello", timeout=5)
+    agent.set_system_prompt("kept")
+    sub = agent.subscribe()
+    run_id = agent.prompt("next")
+    wait_until(lambda: model.call_count == 3)  # the tool turn is committed, the answer streams
+    old_ref = agent.ref
+    kill(old_ref)
+    ended = list(sub.until_end(timeout=5, run_id=run_id))
+    assert isinstance(ended[-1], Error) and ended[-1].reason.startswith("agent_crashed: killed")
+    wait_until(lambda: agent.alive and agent.ref is not old_ref)
+    assert runtime.registry.lookup(("s", "main", 0)) is agent
+    state = agent.state()
+    assert state.system_prompt == "kept"
+    assert texts(state.messages) == ["hello", "first", "next", "", "hi"]
+    assert not validate_transcript(state.messages)
+    next_run = agent.continue_run()  # the history ends with a tool result: it continues at once
+    events = list(sub.until_end(timeout=5, run_id=next_run))
+    assert isinstance(events[-1], AgentEnd) and events[-1].new_messages[-1].text == "again"  # type: ignore[union-attr]
+
+
+def test_a_restarted_agent_answers_calls_left_unpaired_with_outcome_unknown() -> None:
+    memory = SessionMemory(InMemoryStore())
+    dangling = AssistantMessage(content=[call("c1", "echo", text="x")], stop_reason="tool_use")
+    memory.append("s", [UserMessage(content="go"), dangling])
+    with Runtime.start(RuntimeConfig()) as rt:
+        rt.memory, rt.memory_writer.memory = memory, memory
+        agent = rt.start_agent(("s", "main", 0), model=ScriptedModel(["resumed"]))
+        (result,) = [m for m in agent.state().messages if isinstance(m, ToolResultMessage)]
+        assert result.tool_call_id == "c1" and result.details["outcome"] == "unknown"
+        agent.continue_run()
+        agent.wait_for_idle(timeout=5)
+        assert agent.state().messages[-1].text == "resumed"  # type: ignore[union-attr]
+
+
+def test_repaired_inserts_unknown_results_right_after_their_turn() -> None:
+    turn = AssistantMessage(content=[call("a", "echo"), call("b", "echo")], stop_reason="tool_use")
+    answered = ToolResultMessage(
+        tool_call_id="a", tool_name="echo", content=[TextContent(text="ok")]
+    )
+    later = UserMessage(content="later")
+    fixed = repaired([UserMessage(content="go"), turn, answered, later], "agent_restarted")
+    assert [getattr(m, "tool_call_id", None) for m in fixed] == [None, None, "a", "b", None]
+    assert not validate_transcript(fixed)
+
+
+def test_the_fourth_crash_within_max_seconds_ends_that_agent_alone(runtime: Runtime) -> None:
+    flaky = runtime.start_agent(
+        ("s", "flaky", 0), model=ScriptedModel(["x"] * 10), restart="transient"
+    )
+    sibling = runtime.start_agent(("s", "sibling", 0), model=ScriptedModel(["fine"]))
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            ref = flaky.ref
+            kill(ref)
+            wait_until(lambda ref=ref: flaky.alive and flaky.ref is not ref, what="a restart")  # type: ignore[misc]
+        kill(flaky.ref)
+        wait_until(lambda: any(e["event"] == "agent.gave_up" for e in logs), what="give-up")
+    with pytest.raises(AgentStopped):
+        flaky.state()
+    assert not flaky.alive and runtime.registry.lookup(("s", "flaky", 0)) is None
+    assert sibling.run("hi", timeout=5).text == "fine"
+    assert runtime.alive and runtime.subagents_supervisor.alive
+
+
+# -- one owner ----------------------------------------------------------------------------------
+
+
+def test_only_the_actor_thread_changes_an_agents_state(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[AgentKey, set[int]] = {}
+    lock = threading.Lock()
+
+    def hook(key: AgentKey, _what: str, thread: int) -> None:
+        with lock:
+            seen.setdefault(key, set()).add(thread)
+
+    monkeypatch.setattr(_actor, "mutation_hook", hook)
+    model = ScriptedModel(
+        [ScriptedTurn(tool_calls=[call(f"e{i}", "echo", text=str(i))]) for i in range(20)]
+        + ["done"] * 40
+    )
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[echo])
+    agent.prompt("go")
+
+    def poke(n: int) -> None:
+        for i in range(10):
+            agent.state()
+            agent.steer(f"steer {n}.{i}")
+            agent.follow_up(f"follow {n}.{i}")
+            agent.set_system_prompt(f"prompt {n}.{i}")
+
+    threads = [threading.Thread(target=poke, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    agent.wait_for_idle(timeout=10)
+    (threads_seen,) = seen.values()
+    assert len(threads_seen) == 1
+    assert threads_seen.isdisjoint({t.ident for t in threads} | {threading.get_ident()})
+
+
+# -- the semantic fixes -------------------------------------------------------------------------
+
+
+def test_a_system_prompt_travels_with_its_message(runtime: Runtime) -> None:
+    model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=0.2), "second", "third"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, system_prompt="own")
+    agent.prompt("go")
+    wait_until(lambda: model.call_count == 1)
+    agent.steer("steered", system_prompt="A")
+    agent.follow_up("followed", system_prompt="B")
+    agent.wait_for_idle(timeout=5)
+    assert [r.system for r in model.requests] == ["own", "A", "B"]
+    assert agent.state().system_prompt == "own"
+
+
+def test_a_follow_up_to_an_idle_agent_only_queues(runtime: Runtime) -> None:
+    model = ScriptedModel(["one", "two", "three"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=0.0)
+    agent.run("go", timeout=5)
+    agent.follow_up("later")
+    state = agent.state()
+    assert not state.is_running and texts(state.follow_up_queue) == ["later"]
+    assert model.call_count == 1
+    agent.run("now", timeout=5)  # the next run takes it when it would stop
+    assert texts(agent.state().messages) == ["go", "one", "now", "two", "later", "three"]
+
+
+def test_a_follow_up_right_after_a_run_that_ended_well_starts_a_run(runtime: Runtime) -> None:
+    model = ScriptedModel(["one", "two"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=30.0)
+    agent.run("go", timeout=5)
+    agent.follow_up("more")
+    assert agent.state().is_running or model.call_count == 2
+    agent.wait_for_idle(timeout=5)
+    assert texts(agent.state().messages) == ["go", "one", "more", "two"]
+
+
+def test_a_follow_up_after_a_failed_run_starts_nothing_and_keeps_the_error(
+    runtime: Runtime,
+) -> None:
+    model = ScriptedModel([ScriptedTurn(error=ProviderError("down")), "never"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=30.0, retry=NO_RETRY)
+    with pytest.raises(RunFailed):
+        agent.run("go", timeout=5)
+    agent.follow_up("again")
+    state = agent.state()
+    assert state.error is not None and "down" in state.error
+    assert not state.is_running and texts(state.follow_up_queue) == ["again"]
+    assert model.call_count == 1
+
+
+def test_a_follow_up_after_an_aborted_run_starts_nothing(runtime: Runtime) -> None:
+    model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=30.0), "never"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=30.0)
+    sub = agent.subscribe()
+    agent.prompt("go")
+    wait_until(lambda: model.call_count == 1)
+    agent.abort()
+    list(sub.until_end(timeout=5))
+    agent.wait_for_idle(timeout=5)
+    agent.follow_up("again")
+    state = agent.state()
+    assert not state.is_running and texts(state.follow_up_queue) == ["again"]
+    assert model.call_count == 1
+
+
+@pytest.mark.parametrize("overflow", ["drop_oldest", "drop_newest"])
+def test_a_dropping_subscription_never_loses_a_runs_end(runtime: Runtime, overflow: Any) -> None:
+    model = ScriptedModel([ScriptedTurn(chunks=[f"{i} " for i in range(50)])])
+    agent = runtime.start_agent(("s", "main", 0), model=model)
+    sub = agent.subscribe(max_queue=2, overflow=overflow)
+    agent.run("go", timeout=5)  # nobody reads meanwhile
+    events = list(sub.until_end(timeout=5))
+    assert isinstance(events[-1], AgentEnd)
+
+
+def test_once_run_returns_the_agent_takes_the_next_prompt(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["ok"] * 200))
+    for i in range(200):
+        try:
+            agent.run(f"q{i}", timeout=5)
+        except AgentBusy:  # pragma: no cover - the defect this test guards against
+            pytest.fail(f"run {i}: AgentBusy right after the previous run() returned")
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+def test_start_agent_without_a_model_says_how_to_give_one(runtime: Runtime) -> None:
+    with pytest.raises(TypeError, match=r"model=.*default_profile"):
+        runtime.start_agent(("s", "main", 0))
+    assert runtime.registry.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "named"),
+    [
+        ({"max_tool_turns": 0}, ValueError, "max_tool_turns"),
+        ({"max_tool_turns": "3"}, ValueError, "max_tool_turns"),
+        ({"steering_mode": "some"}, ValueError, "steering_mode"),
+        ({"restart": "permanent"}, ValueError, "restart"),
+        ({"thinking_level": "huge"}, ValueError, "thinking_level"),
+        ({"tool_timeout": -1}, ValueError, "tool_timeout"),
+        ({"model": "gpt"}, TypeError, "model must be a ChatModel"),
+        ({"tools": [len]}, TypeError, "tools must be"),
+        ({"memory": "all"}, TypeError, "memory must be a MemoryPolicy"),
+        ({"temprature": 0.1}, TypeError, "unknown agent option.*'temprature'"),
+    ],
+)
+def test_a_bad_option_is_rejected_with_its_name(
+    runtime: Runtime, options: dict[str, Any], error: type[Exception], named: str
+) -> None:
+    with pytest.raises(error, match=named):
+        runtime.start_agent(("s", "main", 0), **{"model": ScriptedModel(), **options})
+    assert runtime.registry.count() == 0
+
+
+def test_agent_options_are_a_frozen_typed_model(runtime: Runtime) -> None:
+    options = AgentOptions.build(
+        runtime.config, {"model": ScriptedModel(), "tools": [echo]}, tools=runtime.tools
+    )
+    assert options.tools == (echo,) and options.max_tool_turns == 25
+    assert options.memory == MemoryPolicy()
+    with pytest.raises(ValueError, match="frozen"):
+        options.max_tool_turns = 3  # type: ignore[misc]
+
+
+# -- session memory off the loop, per turn ------------------------------------------------------
+
+
+class GatedStore(InMemoryStore):
+    """Appends of session "slow" wait for `gate`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.waiting = threading.Event()
+
+    def append(self, session: str, messages: Iterable[Message]) -> int:
+        if session == "slow":
+            self.waiting.set()
+            assert self.gate.wait(10)
+        return super().append(session, messages)
+
+
+def test_a_slow_session_append_stalls_no_other_agent_and_precedes_its_runs_end() -> None:
+    store = GatedStore()
+    memory = SessionMemory(store)
+    with Runtime.start(RuntimeConfig()) as rt:
+        rt.memory, rt.memory_writer.memory = memory, memory
+        slow = rt.start_agent(("slow", "main", 0), model=ScriptedModel(["stored"]))
+        fast = rt.start_agent(
+            ("fast", "main", 0), model=ScriptedModel([ScriptedTurn(chunks=list("abcdefgh"))])
+        )
+        sub = slow.subscribe()
+        run_id = slow.prompt("go")
+        assert store.waiting.wait(5)
+        events: list[Event] = list(fast.stream("meanwhile"))  # the loop is free
+        assert sum(isinstance(e, MessageUpdate) for e in events) == 8
+        assert slow.state().is_running  # its end waits for its append
+        store.gate.set()
+        ended = list(sub.until_end(timeout=5, run_id=run_id))
+        assert isinstance(ended[-1], AgentEnd)
+        assert texts(memory.history("slow").messages) == ["go", "stored"]
+
+
+def test_each_turn_is_committed_as_one_unit(runtime: Runtime) -> None:
+    model = ScriptedModel([ScriptedTurn(tool_calls=[call("e", "echo", text="hi")]), "done"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[echo])
+    with runtime.memory.subscribe("s") as changes:
+        agent.run("go", timeout=5)
+        batches = []
+        while (change := changes.poll(timeout=1.0)) is not None:
+            assert isinstance(change, MemoryAdded)
+            batches.append([m.role for m in change.messages])
+            if len(batches) == 2:
+                break
+    assert batches == [["user", "assistant", "tool_result"], ["assistant"]]
+
+
+# -- calls from the event loop ------------------------------------------------------------------
+
+
+def test_handle_calls_from_an_async_tool_never_deadlock_and_blocking_ones_refuse(
+    runtime: Runtime,
+) -> None:
+    other = runtime.start_agent(("s", "other", 0), model=ScriptedModel(["x"]))
+    seen: dict[str, Any] = {}
+
+    @tool
+    async def look(ctx: ToolContext) -> str:
+        """Looks at the other agent."""
+        peer = ctx.runtime.registry.lookup(("s", "other", 0))
+        seen["running"] = peer.state().is_running
+        peer.follow_up("queued from the loop")
+        with pytest.raises(RuntimeError, match="block the runtime's event loop"):
+            peer.run("x")
+        with pytest.raises(RuntimeError, match="block the runtime's event loop"):
+            peer.wait_for_idle(1)
+        return "looked"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[call("l", "look")]), "done"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[look])
+    assert agent.run("go", timeout=5).text == "done"
+    assert seen == {"running": False}
+    wait_until(lambda: texts(other.state().follow_up_queue) == ["queued from the loop"])
