@@ -11,7 +11,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,9 @@ from agent_runtime.memory import window
 from agent_runtime.messages import AssistantMessage, Message
 from agent_runtime.tools import Tool, merge_tools
 from supervisors import SupervisedActor
+
+# How long a restarted agent waits for its session's pending appends before reading it.
+RESTART_FLUSH = 10.0
 
 # Test hook: called with (agent key, what, thread id) after every message that may change an
 # agent's state, on the thread that changed it; an exception it raises crashes that actor.
@@ -62,7 +65,6 @@ class ActiveRun:
     """The actor's record of its running run."""
 
     view: RunView
-    base: int  # where the run's messages start in the history
     pending_tool_calls: dict[str, None] = field(default_factory=dict)
 
 
@@ -105,6 +107,7 @@ class AgentActor(SupervisedActor):
     # -- lifecycle (the actor's thread) -----------------------------------------------------------
 
     def on_start(self) -> None:
+        self._owned = True  # from here on, only this thread changes the state
         shell = self.shell
         self.messages = self._remembered(restarted=shell.ref is not None)
         shell.attach(self.actor_ref)
@@ -123,8 +126,9 @@ class AgentActor(SupervisedActor):
         policy = self.shell.options.memory
         if not policy.read:
             return []
-        if restarted:  # read what the previous incarnation's runs committed
-            self.host.memory_writer.flush(timeout=5.0)
+        if restarted and not self.host.memory_writer.flush(RESTART_FLUSH, session=self.key.session):
+            # read what the previous incarnation's runs committed, as far as it got
+            self.log.warning("agent.restart.memory_pending", timeout=RESTART_FLUSH)
         history = self.host.memory.history(self.key.session)
         return repaired(window(history.messages, policy.last_n), "agent_restarted")
 
@@ -134,18 +138,25 @@ class AgentActor(SupervisedActor):
             self._mutated(message.name)
             return None
         if isinstance(message, Call):
+            reply = message.reply
             try:
                 result = getattr(self, f"_on_{message.name}")(*message.args)
+                self._mutated(message.name)
             except AgentRuntimeError as exc:
-                message.reply.set_exception(exc)
+                _answer(reply, exception=exc)
                 return None
             except BaseException as exc:
-                message.reply.set_exception(exc)
+                _answer(reply, exception=exc)
                 raise  # escapes the handler: the actor crashes with this reason
-            self._mutated(message.name)
-            message.reply.set_result(result)
+            _answer(reply, result=result)
             return None
         return super().on_receive(message)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Once started, every assignment to the state goes through the test hook.
+        if mutation_hook is not None and self.__dict__.get("_owned"):
+            mutation_hook(self.key, name, threading.get_ident())
+        super().__setattr__(name, value)
 
     def _mutated(self, what: str) -> None:
         hook = mutation_hook
@@ -183,7 +194,7 @@ class AgentActor(SupervisedActor):
             system_prompt=inbox.system_prompt, messages=self.messages, tools=tools
         )
         config = self._loop_config(view, trace_links)
-        self.run = ActiveRun(view, base=len(self.messages))
+        self.run = ActiveRun(view)
         self.error = None
         self.ended_ok_at = -math.inf
         self.shell.run_started(view)
@@ -194,7 +205,8 @@ class AgentActor(SupervisedActor):
             self.steering.extendleft(reversed(take_all(inbox.steering)))
             self.follow_ups.extendleft(reversed(take_all(inbox.follow_ups)))
             signal.abort("runtime_stopped")
-            self.shell.run_delivered(view)
+            if self.shell.run_delivered(view):
+                self.shell.close_subscriptions()
             self.host.abort_table.release(signal)
             raise AgentStopped(self.key) from exc
         self.log.info("agent.run.started", run_id=view.run_id, continued=prompts is None)
@@ -283,11 +295,12 @@ class AgentActor(SupervisedActor):
 
     def _fact_requeue(self, run_id: str, kind: str, messages: list[Message]) -> None:
         run = self._current(run_id)
-        queued = [Queued(m) for m in messages]
         if run is not None:
             inbox = run.view.inbox
+            queued = inbox.returned(messages)
             queue = inbox.steering if kind == "steering" else inbox.follow_ups
         else:
+            queued = [Queued(m) for m in messages]
             queue = self.steering if kind == "steering" else self.follow_ups
         queue.extendleft(reversed(queued))
 
@@ -407,12 +420,15 @@ class AgentActor(SupervisedActor):
     def _on_subscribe(self, sub: Subscription) -> None:
         self._check_alive()
         ref = self.actor_ref
+        live = self._live()
+        if any(r() is sub for r in live):
+            return  # the same call again (a retry after a restart)
 
         def collected(_: weakref.ref[Subscription]) -> None:
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(Fact("prune"))
 
-        self._publish([*self._live(), weakref.ref(sub, collected)])
+        self._publish([*live, weakref.ref(sub, collected)])
 
     def _fact_unsubscribe(self, sub: Subscription) -> None:
         self._publish([r for r in self._live() if r() is not sub])
@@ -457,3 +473,14 @@ class AgentActor(SupervisedActor):
     def _check_alive(self) -> None:
         if self.shell.stopped:
             raise AgentStopped(self.key)
+
+
+def _answer(
+    reply: Future[Any], *, result: Any = None, exception: BaseException | None = None
+) -> None:
+    """Settle a call's reply; one settled already (its actor's exit failed it) stays as it is."""
+    with contextlib.suppress(InvalidStateError):
+        if exception is not None:
+            reply.set_exception(exception)
+        else:
+            reply.set_result(result)

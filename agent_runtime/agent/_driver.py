@@ -39,7 +39,8 @@ class RunDriver:
       and the run's end; never one per token. The partial message is published on the view.
     - Each turn (an assistant message with its tool results) is appended to session memory as
       one batch when it ends, off the event loop, in order; the run's end is told and delivered
-      only after its last append finished or failed.
+      only after its last append finished or failed (or after COMMIT_WAIT, logged, should the
+      store hang: the run's end is never held for ever).
     - The actor hears of the run's end before the end is delivered, and the run's outcome
       (`run()`) is set after the delivery: once `run()` returns, the agent takes a new prompt.
     - Events of consecutive runs reach each subscription in run order.
@@ -85,9 +86,11 @@ class RunDriver:
             raise
         except Exception as exc:  # a bug here: the actor must not go on as if nothing happened
             self.log.exception("agent.driver.failed")
+            reason = f"agent_crashed: driver: {type(exc).__name__}: {exc}"
+            self.view.signal.abort(reason)  # the run stops: nobody applies its events now
+            self.events.cancel(reason)
             self.tell("driver_failed", f"{type(exc).__name__}: {exc}")
             if self.terminal is None:
-                reason = f"agent_crashed: driver: {type(exc).__name__}: {exc}"
                 self.terminal = Error(agent=shell.key, run_id=self.view.run_id, reason=reason)
                 shell.push_now(self.terminal)
         finally:
@@ -143,8 +146,12 @@ class RunDriver:
         self.unit.extend(dangling)
         self._commit()
         if self.last_write is not None:
-            with contextlib.suppress(Exception):  # the writer logged it; the run's result stands
+            try:
                 await asyncio.wait_for(asyncio.wrap_future(self.last_write), COMMIT_WAIT)
+            except TimeoutError:
+                self.log.warning("agent.memory.commit_slow", waited=COMMIT_WAIT)
+            except Exception:
+                pass  # the writer logged it; the run's result stands
         self.terminal = terminal
         self.tell("run_ended", view.run_id, terminal, dangling)
         return terminal

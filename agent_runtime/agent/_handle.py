@@ -29,8 +29,15 @@ from agent_runtime.tools import Tool, check_unique
 # An actor answers every call at once (no handler waits on the loop or on another agent); this
 # bounds a call to an actor that is wedged in a bug.
 CALL_TIMEOUT = 30.0
-# How long a call waits for a crashed `transient` agent's next incarnation.
-RESTART_WAIT = 5.0
+# How long a call waits for a crashed `transient` agent's next incarnation (it returns at once
+# when the agent ends for good instead).
+RESTART_WAIT = 30.0
+# Calls that can be sent again to the next incarnation when the actor died before answering
+# (doing them twice is doing them once); any other such call raises AgentStopped.
+IDEMPOTENT = frozenset(
+    {"state", "idle_futures", "subscribe", "abort", "reset", "set_system_prompt", "set_model"}
+    | {"set_tools", "set_mode"}
+)
 
 
 class Agent:
@@ -102,12 +109,18 @@ class Agent:
                 raise AgentStopped(shell.key)
 
     def _call(self, name: str, *args: Any) -> Any:
+        """A call answered by the actor. On the event-loop thread it never waits for a
+        restarting agent (AgentStopped instead); the actor itself answers at once."""
+        on_loop = self._on_loop_thread()
         for _ in range(3):
-            reply = self._send(name, args)
+            reply = self._send(name, args, wait=not on_loop)
+            if reply is None:
+                raise AgentStopped(self.key)
             try:
                 return reply.result(CALL_TIMEOUT)
             except IncarnationExited:
-                continue  # the actor died before answering; the next one does
+                if name not in IDEMPOTENT:
+                    raise AgentStopped(self.key) from None
             except concurrent.futures.TimeoutError:
                 raise TimeoutError(
                     f"agent {tuple(self.key)!r} did not answer {name} within {CALL_TIMEOUT}s"
@@ -115,7 +128,7 @@ class Agent:
         raise AgentStopped(self.key)
 
     async def _acall(self, name: str, *args: Any) -> Any:
-        """`_call` for the event loop's side: it never blocks the loop."""
+        """`_call` for asyncio callers: it never blocks their event loop."""
         deadline = time.monotonic() + RESTART_WAIT
         for _ in range(3):
             while (reply := self._send(name, args, wait=False)) is None:
@@ -123,15 +136,23 @@ class Agent:
                     raise AgentStopped(self.key)
                 await asyncio.sleep(0.01)
             try:
-                return await asyncio.wait_for(asyncio.wrap_future(reply), CALL_TIMEOUT)
+                # Shielded: a caller that stops waiting leaves the call to finish on its own.
+                return await asyncio.wait_for(
+                    asyncio.shield(asyncio.wrap_future(reply)), CALL_TIMEOUT
+                )
             except IncarnationExited:
-                continue
+                if name not in IDEMPOTENT:
+                    raise AgentStopped(self.key) from None
         raise AgentStopped(self.key)
 
     def _tell(self, name: str, *args: Any) -> None:
-        """Send a call without waiting for its answer (errors are dropped)."""
-        with contextlib.suppress(AgentStopped):
-            self._send(name, args, wait=False)
+        """Send a call without waiting for its answer (from the actor or the event loop).
+
+        Raises:
+            AgentStopped: the agent ended, or is between incarnations right now.
+        """
+        if self._send(name, args, wait=False) is None:
+            raise AgentStopped(self.key)
 
     def _on_loop_thread(self) -> bool:
         try:
@@ -198,8 +219,6 @@ class Agent:
 
     def _queue(self, name: str, queued: Queued) -> None:
         if self._on_loop_thread():
-            if self._shell.stopped:
-                raise AgentStopped(self.key)
             self._tell(name, queued)
         else:
             self._call(name, queued)
@@ -207,8 +226,6 @@ class Agent:
     def abort(self, reason: str = "user_abort") -> bool:
         """Abort the running run (and its delegated subagents); False if none was running."""
         if self._on_loop_thread():
-            if self._shell.stopped:
-                raise AgentStopped(self.key)
             running = self._shell.delivering is not None
             self._tell("abort", reason)
             return running
@@ -270,7 +287,12 @@ class Agent:
 
     def stream(self, input: str | Message | Sequence[Message]) -> Iterator[Event]:
         """Subscribe, prompt, and yield events until this run's end (inclusive), including
-        events of subagents it delegates to (tagged with their keys)."""
+        events of subagents it delegates to (tagged with their keys).
+
+        Raises:
+            RuntimeError: called on the runtime's event-loop thread (use `astream`).
+        """
+        self._no_blocking_on_loop("Agent.stream()")
         sub = self.subscribe()
         try:
             run_id = self.prompt(input)
@@ -344,12 +366,15 @@ class Agent:
 
     def reset(self) -> None:
         """Abort a running run and wait for its end, then clear history, queues and error
-        (system prompt, model and tools stay).
+        (system prompt, model and tools stay). The session's stored history stays as it is:
+        a restarted (`transient`) agent, or a new one of the session, reads it again.
 
         Raises:
             AgentStopped: the agent was stopped.
             TimeoutError: the aborted run did not end within 10 s.
+            RuntimeError: called on the runtime's event-loop thread.
         """
+        self._no_blocking_on_loop("Agent.reset()")
         while True:
             self.abort("reset")
             self.wait_for_idle(10.0)

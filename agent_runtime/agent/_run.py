@@ -45,6 +45,7 @@ class RunInbox:
         self.steering_mode = steering_mode  # actor
         self.follow_up_mode = follow_up_mode  # actor
         self.system_prompt = system_prompt  # loop (when a message carries one), actor (set_*)
+        self.taken: dict[int, Queued] = {}  # loop: taken by id(message), for what comes back
         # loop: it found no follow-up when it would stop, so whatever is queued from then on
         # arrived too late for it and starts the next run.
         self.ending = False
@@ -59,6 +60,10 @@ class RunInbox:
         self.ending = not taken
         return taken
 
+    def returned(self, messages: list[Message]) -> list[Queued]:
+        """Messages the run took but could not deliver, with the prompts they came with."""
+        return [self.taken.pop(id(m), Queued(m)) for m in messages]
+
     def current_system_prompt(self) -> str:
         """For `LoopConfig.get_system_prompt` (on the loop thread)."""
         return self.system_prompt
@@ -71,6 +76,7 @@ class RunInbox:
             except IndexError:
                 break
             taken.append(item.message)
+            self.taken[id(item.message)] = item
             if item.system_prompt is not None:
                 self.system_prompt = item.system_prompt
             if mode != "all":

@@ -52,7 +52,6 @@ class AgentShell:
         self.parent = parent
         self.handle: Any = None  # the Agent (typed Any: the handle module builds on this one)
         self.ref: pykka.ActorRef[Any] | None = None
-        self.exited: Future[ExitReason] = Future()  # of the current incarnation
         self.child_ref: pykka.ActorRef[Any] | None = None  # what the subagents supervisor holds
         self.subscriptions: SubscriptionRefs = ()
         self.delivering: RunView | None = None
@@ -70,15 +69,16 @@ class AgentShell:
 
     def attach(self, ref: pykka.ActorRef[Any]) -> None:
         """A new incarnation started (its `on_start`, in its thread): watch its exit."""
-        exited: Future[ExitReason] = Future()
         with self._lock:
-            self.ref, self.exited = ref, exited
+            self.ref = ref
             self._lock.notify_all()
-        monitor(ref, lambda _ref, reason: self._incarnation_exited(exited, reason))
+        monitor(ref, lambda _ref, reason: self._incarnation_exited(reason))
 
     def new_reply(self) -> Future[Any]:
-        """The reply future of a call about to be sent; failed if its actor exits first."""
+        """The reply future of a call about to be sent; failed if its actor exits first.
+        It cannot be cancelled (a caller that stops waiting never makes the actor fail)."""
         reply: Future[Any] = Future()
+        reply.set_running_or_notify_cancel()
         with self._lock:
             self._replies.add(reply)
         return reply
@@ -87,8 +87,7 @@ class AgentShell:
         with self._lock:
             self._replies.discard(reply)
 
-    def _incarnation_exited(self, exited: Future[ExitReason], reason: ExitReason) -> None:
-        exited.set_result(reason)
+    def _incarnation_exited(self, reason: ExitReason) -> None:
         with self._lock:
             view = self.delivering
             unanswered = list(self._replies)
@@ -104,11 +103,6 @@ class AgentShell:
             self.end("agent_stopped")
         elif self.options.restart == "temporary":
             self.end(f"agent_crashed: {reason}")
-
-    def current(self) -> tuple[pykka.ActorRef[Any] | None, Future[ExitReason]]:
-        """The current incarnation's ref and the future of its exit."""
-        with self._lock:
-            return self.ref, self.exited
 
     def wait_replaced(self, old: pykka.ActorRef[Any] | None, timeout: float) -> bool:
         """Wait until an incarnation other than `old` runs; False if the agent ended first or

@@ -102,6 +102,7 @@ class SessionWriter:
         self._ready: deque[str] = deque()  # sessions with queued batches, none in progress
         self._busy: set[str] = set()  # sessions with a batch in progress
         self._unfinished: dict[Future[None], None] = {}  # accepted, not done (ordered set)
+        self._last: dict[str, Future[None]] = {}  # per session: its newest batch not yet done
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
             for i in range(WORKERS)
@@ -128,6 +129,7 @@ class SessionWriter:
                 raise RuntimeError(f"session writer {self.name!r} is closed")
             if batch.messages:
                 self._unfinished[batch.done] = None
+                self._last[session] = batch.done
                 queue = self._queues.setdefault(session, deque())
                 queue.append(batch)
                 if len(queue) == 1 and session not in self._busy:
@@ -142,14 +144,19 @@ class SessionWriter:
         with self._lock:
             return len(self._unfinished)
 
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every batch accepted before this call is done (committed or failed);
-        False if `timeout` seconds passed first. Batches accepted meanwhile are not waited for.
+    def flush(self, timeout: float | None = None, *, session: str | None = None) -> bool:
+        """Wait until every batch accepted before this call is done (committed or failed),
+        or only those of `session`; False if `timeout` seconds passed first. Batches accepted
+        meanwhile are not waited for.
 
         Blocks the calling thread: on the event loop, await the batches' futures instead.
         """
         with self._lock:
-            waiting = list(self._unfinished)
+            if session is None:
+                waiting = list(self._unfinished)
+            else:  # a session's batches commit in order: its newest is the last to be done
+                last = self._last.get(session)
+                waiting = [] if last is None else [last]
         _, not_done = wait(waiting, timeout=timeout)
         return not not_done
 
@@ -218,6 +225,8 @@ class SessionWriter:
                     self._ready.append(session)
                     self._changed.notify()
                 del self._unfinished[batch.done]
+                if self._last.get(session) is batch.done:
+                    del self._last[session]
                 if not self._unfinished and self._state != "open":
                     self._changed.notify_all()  # drained: the idle threads may end
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -16,10 +17,10 @@ from agent_runtime import (
     RunFailed,
     Runtime,
 )
-from agent_runtime.agent import AgentOptions, _actor
+from agent_runtime.agent import AgentOptions, _actor, _driver
 from agent_runtime.agent._history import repaired
 from agent_runtime.config import RuntimeConfig
-from agent_runtime.events import AgentEnd, Error, Event, MessageUpdate
+from agent_runtime.events import AgentEnd, Error, Event, MessageUpdate, ToolExecutionStart
 from agent_runtime.llm import ProviderError
 from agent_runtime.loop import RetryPolicy, validate_transcript
 from agent_runtime.memory import InMemoryStore, MemoryAdded, MemoryPolicy, SessionMemory
@@ -447,3 +448,104 @@ def test_handle_calls_from_an_async_tool_never_deadlock_and_blocking_ones_refuse
     assert agent.run("go", timeout=5).text == "done"
     assert seen == {"running": False}
     wait_until(lambda: texts(other.state().follow_up_queue) == ["queued from the loop"])
+
+
+# -- review findings ----------------------------------------------------------------------------
+
+
+def test_a_caller_that_stops_waiting_never_crashes_the_agent(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    busy = threading.Event()
+
+    def slow_state(key: AgentKey, what: str, _thread: int) -> None:
+        if what == "state" and not busy.is_set():
+            busy.set()
+            threading.Event().wait(0.3)  # the actor is busy answering someone else
+
+    monkeypatch.setattr(_actor, "mutation_hook", slow_state)
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["late"]))
+    ref = agent.ref
+    waiter = threading.Thread(target=agent.state)
+    waiter.start()
+    assert busy.wait(5)
+
+    async def impatient() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(agent.arun("go"), 0.05)
+
+    asyncio.run(impatient())
+    waiter.join(5)
+    agent.wait_for_idle(timeout=5)  # the prompt went on without its caller
+    assert exit_reason(ref) is None and agent.ref is ref and agent.alive
+    assert texts(agent.state().messages) == ["go", "late"]
+
+
+def test_a_failing_driver_stops_its_run(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    apply = _driver.RunDriver._apply
+
+    def broken(self: _driver.RunDriver, event: Event) -> None:
+        if isinstance(event, ToolExecutionStart):
+            raise RuntimeError("driver bug")
+        apply(self, event)
+
+    monkeypatch.setattr(_driver.RunDriver, "_apply", broken)
+    turns = [ScriptedTurn(tool_calls=[call(f"c{i}", "echo", text="x")]) for i in range(40)]
+    model = ScriptedModel([*turns, "end"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[echo])
+    with pytest.raises(RunFailed, match="agent_crashed: driver: RuntimeError: driver bug"):
+        agent.run("go", timeout=5)
+    wait_until(lambda: runtime.loop_tasks.active() == 0, what="the run's loop task ended")
+    assert model.call_count < 5
+    assert runtime.registry.lookup(("s", "main", 0)) is None  # the actor crashed with it
+
+
+def test_steering_handed_back_keeps_its_system_prompt(runtime: Runtime) -> None:
+    gate = threading.Event()
+
+    @tool
+    def wait_here() -> str:
+        """Waits for the gate."""
+        gate.wait(5)
+        return "done"
+
+    calls = [call("w1", "wait_here"), call("w2", "wait_here")]
+    model = ScriptedModel([ScriptedTurn(tool_calls=calls), "second"])
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=model, tools=[wait_here], system_prompt="own", max_tool_turns=1
+    )
+    agent.prompt("go")
+    wait_until(lambda: agent.state().pending_tool_calls == ["w1"])
+    agent.steer("steered", system_prompt="A")  # taken at w1's end, handed back at the limit
+    gate.set()
+    agent.wait_for_idle(timeout=5)
+    assert texts(agent.state().steering_queue) == ["steered"]
+    agent.run("next", timeout=5)
+    assert [r.system for r in model.requests] == ["own", "A"]
+
+
+def test_blocking_calls_from_the_event_loop_refuse_before_doing_anything(
+    runtime: Runtime,
+) -> None:
+    other = runtime.start_agent(("s", "other", 0), model=ScriptedModel(["x"]))
+    refused: list[str] = []
+
+    @tool
+    async def misuse(ctx: ToolContext) -> str:
+        """Calls blocking API of another agent from the loop."""
+        peer = ctx.runtime.registry.lookup(("s", "other", 0))
+        for name, attempt in (
+            ("stream", lambda: next(iter(peer.stream("x")))),
+            ("reset", peer.reset),
+        ):
+            try:
+                attempt()
+            except RuntimeError as exc:
+                refused.append(f"{name}: {'event loop' in str(exc)}")
+        return "done"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[call("m", "misuse")]), "done"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[misuse])
+    assert agent.run("go", timeout=5).text == "done"
+    assert refused == ["stream: True", "reset: True"]
+    assert not other.state().is_running and other.state().subscriptions == 0

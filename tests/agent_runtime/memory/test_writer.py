@@ -319,6 +319,21 @@ def test_pending_and_flush_track_accepted_batches(open_writer: Any) -> None:
     assert len(writer.memory.history("s").messages) == 9
 
 
+def test_flush_of_one_session_waits_for_that_session_alone(open_writer: Any) -> None:
+    store = GatedStore(gated={"A"})
+    writer = open_writer(store)
+    other = _apart_from(writer, "A")
+    stuck = writer.append("A", batch("a"))
+    writer.append(other, batch("b1"))
+    writer.append(other, batch("b2"))
+    assert writer.flush(timeout=5, session=other)
+    assert len(writer.memory.history(other).messages) == 6
+    assert writer.flush(timeout=5, session="nobody")  # nothing pending: at once
+    assert not writer.flush(timeout=0.01, session="A") and not stuck.done()
+    store.release.set()
+    assert writer.flush(timeout=5, session="A") and stuck.done()
+
+
 def test_the_writer_owns_a_fixed_number_of_threads_however_many_sessions(
     open_writer: Any,
 ) -> None:
