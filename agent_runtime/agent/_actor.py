@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import threading
 import time
@@ -11,7 +10,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,17 +18,16 @@ import pykka
 
 from agent_runtime._errors import AgentBusy, AgentRuntimeError, AgentStopped, CannotContinue
 from agent_runtime._key import AgentKey
-from agent_runtime.agent._driver import RunDriver
 from agent_runtime.agent._history import repaired
+from agent_runtime.agent._launch import launch_run
+from agent_runtime.agent._messages import Call, Fact, answer
 from agent_runtime.agent._run import Queued, RunInbox, RunView, take_all
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.config import QueueMode
-from agent_runtime.event_stream import EventStream, Subscription
+from agent_runtime.event_stream import Subscription
 from agent_runtime.events import AgentEnd, Error, Event
 from agent_runtime.llm.base import ChatModel
-from agent_runtime.loop import AgentContext, LoopConfig
-from agent_runtime.loop import stream as loop_stream
-from agent_runtime.loop import stream_continue as loop_stream_continue
+from agent_runtime.loop import AgentContext
 from agent_runtime.memory import window
 from agent_runtime.messages import AssistantMessage, Message
 from agent_runtime.tools import Tool, merge_tools
@@ -41,23 +39,6 @@ RESTART_FLUSH = 10.0
 # Test hook: called with (agent key, what, thread id) after every message that may change an
 # agent's state, on the thread that changed it; an exception it raises crashes that actor.
 mutation_hook: Callable[[AgentKey, str, int], None] | None = None
-
-
-@dataclass(frozen=True)
-class Call:
-    """A handle call: the actor runs `_on_<name>(*args)` and answers through `reply`."""
-
-    name: str
-    args: tuple[Any, ...]
-    reply: Future[Any]
-
-
-@dataclass(frozen=True)
-class Fact:
-    """Something the run's driver (or a subscription) tells the actor; no answer."""
-
-    name: str
-    args: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -143,12 +124,12 @@ class AgentActor(SupervisedActor):
                 result = getattr(self, f"_on_{message.name}")(*message.args)
                 self._mutated(message.name)
             except AgentRuntimeError as exc:
-                _answer(reply, exception=exc)
+                answer(reply, exception=exc)
                 return None
             except BaseException as exc:
-                _answer(reply, exception=exc)
+                answer(reply, exception=exc)
                 raise  # escapes the handler: the actor crashes with this reason
-            _answer(reply, result=result)
+            answer(reply, result=result)
             return None
         return super().on_receive(message)
 
@@ -193,13 +174,12 @@ class AgentActor(SupervisedActor):
         context = AgentContext(
             system_prompt=inbox.system_prompt, messages=self.messages, tools=tools
         )
-        config = self._loop_config(view, trace_links)
         self.run = ActiveRun(view)
         self.error = None
         self.ended_ok_at = -math.inf
         self.shell.run_started(view)
         try:
-            self._launch(view, prompts, context, config)
+            launch_run(self.shell, self.actor_ref, view, prompts, context, self.model, trace_links)
         except RuntimeError as exc:  # the event loop is gone (the runtime stopped)
             self.run = None
             self.steering.extendleft(reversed(take_all(inbox.steering)))
@@ -211,69 +191,6 @@ class AgentActor(SupervisedActor):
             raise AgentStopped(self.key) from exc
         self.log.info("agent.run.started", run_id=view.run_id, continued=prompts is None)
         return view
-
-    def _launch(
-        self,
-        view: RunView,
-        prompts: list[Message] | None,
-        context: AgentContext,
-        config: LoopConfig,
-    ) -> None:
-        out = EventStream(max_queue=256, overflow="block", run_id=view.run_id, agent=self.key)
-        if prompts is None:
-            loop_stream_continue(context, config, view.signal, runtime=self.host, event_stream=out)
-        else:
-            loop_stream(prompts, context, config, view.signal, runtime=self.host, event_stream=out)
-        policy = self.shell.options.memory
-        driver = RunDriver(
-            self.shell,
-            view,
-            out,
-            self._teller(),
-            self.host.memory_writer if policy.write else None,
-        )
-        future = self.host.loop_tasks.submit(driver.drive())
-        future.add_done_callback(driver.done)
-
-    def _teller(self) -> Callable[..., None]:
-        ref = self.actor_ref
-
-        def tell(name: str, *args: Any) -> None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(Fact(name, args))
-
-        return tell
-
-    def _loop_config(self, view: RunView, trace_links: Sequence[Any]) -> LoopConfig:
-        options = self.shell.options
-        tell = self._teller()
-        run_id = view.run_id
-        level = options.thinking_level
-        return LoopConfig(
-            model=self.model,
-            trace_links=list(trace_links),
-            max_tool_concurrency=options.max_tool_concurrency,
-            max_tool_turns=options.max_tool_turns,
-            tool_timeout=options.tool_timeout,
-            retry=options.retry,
-            abort_grace=options.abort_grace,
-            get_steering_messages=view.inbox.take_steering,
-            get_follow_up_messages=view.inbox.take_follow_ups,
-            on_undelivered_steering=functools.partial(tell, "requeue", run_id, "steering"),
-            on_undelivered_follow_ups=functools.partial(tell, "requeue", run_id, "follow_up"),
-            get_system_prompt=view.inbox.current_system_prompt,
-            spawner=self._spawn,
-            reasoning=None if level == "off" else level,
-            run_id=run_id,
-            agent=self.key,
-            runtime=self.host,
-            stream_max_queue=256,
-            stream_overflow="block",
-        )
-
-    def _spawn(self, role: str, **options: Any) -> Any:
-        """`ToolContext.spawn` (called by tools, never on this actor's thread)."""
-        return self.host.spawn_subagent(self.shell.handle, role, options)
 
     def _current(self, run_id: str) -> ActiveRun | None:
         run = self.run
@@ -473,14 +390,3 @@ class AgentActor(SupervisedActor):
     def _check_alive(self) -> None:
         if self.shell.stopped:
             raise AgentStopped(self.key)
-
-
-def _answer(
-    reply: Future[Any], *, result: Any = None, exception: BaseException | None = None
-) -> None:
-    """Settle a call's reply; one settled already (its actor's exit failed it) stays as it is."""
-    with contextlib.suppress(InvalidStateError):
-        if exception is not None:
-            reply.set_exception(exception)
-        else:
-            reply.set_result(result)

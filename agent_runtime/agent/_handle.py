@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, get_args
@@ -13,10 +12,10 @@ import pykka
 
 from agent_runtime._errors import AgentStopped
 from agent_runtime._key import AgentKey
-from agent_runtime.agent._actor import Call, Fact
+from agent_runtime.agent._calls import ActorCalls
 from agent_runtime.agent._history import as_messages
 from agent_runtime.agent._run import Queued, RunView
-from agent_runtime.agent._shell import AgentShell, IncarnationExited
+from agent_runtime.agent._shell import AgentShell
 from agent_runtime.agent._state import AgentState, RunResult, run_result
 from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import OverflowPolicy, Subscription
@@ -25,19 +24,6 @@ from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
 from agent_runtime.tools import Tool, check_unique
-
-# An actor answers every call at once (no handler waits on the loop or on another agent); this
-# bounds a call to an actor that is wedged in a bug.
-CALL_TIMEOUT = 30.0
-# How long a call waits for a crashed `transient` agent's next incarnation (it returns at once
-# when the agent ends for good instead).
-RESTART_WAIT = 30.0
-# Calls that can be sent again to the next incarnation when the actor died before answering
-# (doing them twice is doing them once); any other such call raises AgentStopped.
-IDEMPOTENT = frozenset(
-    {"state", "idle_futures", "subscribe", "abort", "reset", "set_system_prompt", "set_model"}
-    | {"set_tools", "set_mode"}
-)
 
 
 class Agent:
@@ -58,6 +44,7 @@ class Agent:
 
     def __init__(self, shell: AgentShell) -> None:
         self._shell = shell
+        self._calls = ActorCalls(shell)
         shell.handle = self
 
     # -- identity ---------------------------------------------------------------------------------
@@ -81,103 +68,16 @@ class Agent:
         ref = self._shell.ref
         return not self._shell.stopped and ref is not None and ref.is_alive()
 
-    # -- messages to the actor --------------------------------------------------------------------
-
-    def _send(self, name: str, args: tuple[Any, ...], *, wait: bool = True) -> Any:
-        """Send a call to the current actor; returns its reply future, or None if no actor
-        runs right now and `wait` is False.
-
-        Raises:
-            AgentStopped: the agent ended (or did not come back within RESTART_WAIT).
-        """
-        shell = self._shell
-        deadline = time.monotonic() + RESTART_WAIT
-        while True:
-            if shell.stopped:
-                raise AgentStopped(shell.key)
-            ref = shell.ref
-            if ref is not None:
-                reply = shell.new_reply()
-                try:
-                    ref.tell(Call(name, args, reply))
-                    return reply
-                except pykka.ActorDeadError:
-                    shell.forget_reply(reply)
-            if not wait:
-                return None
-            if not shell.wait_replaced(ref, max(deadline - time.monotonic(), 0.0)):
-                raise AgentStopped(shell.key)
-
-    def _call(self, name: str, *args: Any) -> Any:
-        """A call answered by the actor. On the event-loop thread it never waits for a
-        restarting agent (AgentStopped instead); the actor itself answers at once."""
-        on_loop = self._on_loop_thread()
-        for _ in range(3):
-            reply = self._send(name, args, wait=not on_loop)
-            if reply is None:
-                raise AgentStopped(self.key)
-            try:
-                return reply.result(CALL_TIMEOUT)
-            except IncarnationExited:
-                if name not in IDEMPOTENT:
-                    raise AgentStopped(self.key) from None
-            except concurrent.futures.TimeoutError:
-                raise TimeoutError(
-                    f"agent {tuple(self.key)!r} did not answer {name} within {CALL_TIMEOUT}s"
-                ) from None
-        raise AgentStopped(self.key)
-
-    async def _acall(self, name: str, *args: Any) -> Any:
-        """`_call` for asyncio callers: it never blocks their event loop."""
-        deadline = time.monotonic() + RESTART_WAIT
-        for _ in range(3):
-            while (reply := self._send(name, args, wait=False)) is None:
-                if time.monotonic() > deadline:
-                    raise AgentStopped(self.key)
-                await asyncio.sleep(0.01)
-            try:
-                # Shielded: a caller that stops waiting leaves the call to finish on its own.
-                return await asyncio.wait_for(
-                    asyncio.shield(asyncio.wrap_future(reply)), CALL_TIMEOUT
-                )
-            except IncarnationExited:
-                if name not in IDEMPOTENT:
-                    raise AgentStopped(self.key) from None
-        raise AgentStopped(self.key)
-
-    def _tell(self, name: str, *args: Any) -> None:
-        """Send a call without waiting for its answer (from the actor or the event loop).
-
-        Raises:
-            AgentStopped: the agent ended, or is between incarnations right now.
-        """
-        if self._send(name, args, wait=False) is None:
-            raise AgentStopped(self.key)
-
-    def _on_loop_thread(self) -> bool:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        return running is self._shell.host.loop_tasks.loop
-
-    def _no_blocking_on_loop(self, what: str) -> None:
-        if self._on_loop_thread():
-            raise RuntimeError(
-                f"{what} would block the runtime's event loop (called from an async tool or "
-                "the loop thread): use the async API (arun, astream, async for) instead"
-            )
-
     # -- runs -------------------------------------------------------------------------------------
 
     def _start(self, input: str | Message | Sequence[Message] | None) -> RunView:
         prompts = None if input is None else as_messages(input)
-        view: RunView = self._call("start_run", prompts, current_links())
+        view: RunView = self._calls.call("start_run", prompts, current_links())
         return view
 
     async def _astart(self, input: str | Message | Sequence[Message] | None) -> RunView:
         prompts = None if input is None else as_messages(input)
-        view: RunView = await self._acall("start_run", prompts, current_links())
+        view: RunView = await self._calls.acall("start_run", prompts, current_links())
         return view
 
     def prompt(self, input: str | Message | Sequence[Message]) -> str:
@@ -218,18 +118,18 @@ class Agent:
         self._queue("follow_up", Queued(msg, system_prompt))
 
     def _queue(self, name: str, queued: Queued) -> None:
-        if self._on_loop_thread():
-            self._tell(name, queued)
+        if self._calls.on_loop_thread():
+            self._calls.tell(name, queued)
         else:
-            self._call(name, queued)
+            self._calls.call(name, queued)
 
     def abort(self, reason: str = "user_abort") -> bool:
         """Abort the running run (and its delegated subagents); False if none was running."""
-        if self._on_loop_thread():
+        if self._calls.on_loop_thread():
             running = self._shell.delivering is not None
-            self._tell("abort", reason)
+            self._calls.tell("abort", reason)
             return running
-        aborted: bool = self._call("abort", reason)
+        aborted: bool = self._calls.call("abort", reason)
         return aborted
 
     def wait_for_idle(self, timeout: float | None = None) -> None:
@@ -240,10 +140,10 @@ class Agent:
             AgentStopped: the agent was stopped before the call.
             RuntimeError: called on the runtime's event-loop thread (it would block every agent).
         """
-        self._no_blocking_on_loop("wait_for_idle()")
+        self._calls.refuse_on_loop("wait_for_idle()")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            futures = self._call("idle_futures")
+            futures = self._calls.call("idle_futures")
             if futures is None:
                 return
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -265,7 +165,7 @@ class Agent:
             TimeoutError: it did not end within `timeout` (the run goes on).
             RuntimeError: called on the runtime's event-loop thread (use `arun`).
         """
-        self._no_blocking_on_loop("Agent.run()")
+        self._calls.refuse_on_loop("Agent.run()")
         view = self._start(input)
         try:
             terminal = view.outcome.result(timeout)
@@ -292,7 +192,7 @@ class Agent:
         Raises:
             RuntimeError: called on the runtime's event-loop thread (use `astream`).
         """
-        self._no_blocking_on_loop("Agent.stream()")
+        self._calls.refuse_on_loop("Agent.stream()")
         sub = self.subscribe()
         try:
             run_id = self.prompt(input)
@@ -321,14 +221,14 @@ class Agent:
             ValueError: `max_queue < 1`, an unknown policy or `block_timeout <= 0`.
         """
         sub = self._new_subscription(max_queue, overflow, block_timeout)
-        self._call("subscribe", sub)
+        self._calls.call("subscribe", sub)
         return sub
 
     async def _asubscribe(
         self, max_queue: int, overflow: OverflowPolicy, block_timeout: float
     ) -> Subscription:
         sub = self._new_subscription(max_queue, overflow, block_timeout)
-        await self._acall("subscribe", sub)
+        await self._calls.acall("subscribe", sub)
         return sub
 
     def _new_subscription(
@@ -344,14 +244,12 @@ class Agent:
             on_close=self._unsubscribed,
         )
 
-    def _unsubscribed(self, sub: Subscription) -> None:
-        self._tell_fact("unsubscribe", sub)
+    def _tell(self, name: str, *args: Any) -> None:
+        """Send a call without waiting for its answer (from an actor or the event loop)."""
+        self._calls.tell(name, *args)
 
-    def _tell_fact(self, name: str, *args: Any) -> None:
-        ref = self._shell.ref
-        if ref is not None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(Fact(name, args))
+    def _unsubscribed(self, sub: Subscription) -> None:
+        self._calls.tell_fact("unsubscribe", sub)
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -361,7 +259,7 @@ class Agent:
         Raises:
             AgentStopped: the agent was stopped.
         """
-        fields: dict[str, Any] = self._call("state")
+        fields: dict[str, Any] = self._calls.call("state")
         return AgentState.model_construct(**fields)
 
     def reset(self) -> None:
@@ -374,24 +272,24 @@ class Agent:
             TimeoutError: the aborted run did not end within 10 s.
             RuntimeError: called on the runtime's event-loop thread.
         """
-        self._no_blocking_on_loop("Agent.reset()")
+        self._calls.refuse_on_loop("Agent.reset()")
         while True:
             self.abort("reset")
             self.wait_for_idle(10.0)
-            if self._call("reset"):
+            if self._calls.call("reset"):
                 return
 
     def set_system_prompt(self, prompt: str) -> None:
         """Use `prompt` from the next model call on (also mid-run)."""
         if not isinstance(prompt, str):
             raise TypeError(f"system prompt must be a str, not {type(prompt).__name__}")
-        self._call("set_system_prompt", prompt)
+        self._calls.call("set_system_prompt", prompt)
 
     def set_model(self, model: ChatModel) -> None:
         """Use `model` from the next run on."""
         if not isinstance(model, ChatModel):
             raise TypeError(f"model must be a ChatModel, not {type(model).__name__}")
-        self._call("set_model", model)
+        self._calls.call("set_model", model)
 
     def set_tools(self, tools: Sequence[Tool]) -> None:
         """Use `tools` from the next run on.
@@ -401,17 +299,17 @@ class Agent:
         """
         tools = list(tools)
         check_unique(tools)
-        self._call("set_tools", tools)
+        self._calls.call("set_tools", tools)
 
     def set_steering_mode(self, mode: QueueMode) -> None:
         """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
         _check_mode(mode)
-        self._call("set_mode", "steering", mode)
+        self._calls.call("set_mode", "steering", mode)
 
     def set_follow_up_mode(self, mode: QueueMode) -> None:
         """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
         _check_mode(mode)
-        self._call("set_mode", "follow_up", mode)
+        self._calls.call("set_mode", "follow_up", mode)
 
     def stop(self) -> None:
         """Abort the run, stop the agent and its spawned subagents; idempotent."""

@@ -1,0 +1,129 @@
+"""ActorCalls: how an Agent handle sends its calls to the current actor of its agent."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import time
+from typing import Any
+
+import pykka
+
+from agent_runtime._errors import AgentStopped
+from agent_runtime.agent._messages import Call, Fact
+from agent_runtime.agent._shell import AgentShell, IncarnationExited
+
+# An actor answers every call at once (no handler waits on the loop or on another agent); this
+# bounds a call to an actor that is wedged in a bug.
+CALL_TIMEOUT = 30.0
+# How long a call waits for a crashed `transient` agent's next incarnation (it returns at once
+# when the agent ends for good instead).
+RESTART_WAIT = 30.0
+# Calls that can be sent again to the next incarnation when the actor died before answering
+# (doing them twice is doing them once); any other such call raises AgentStopped.
+IDEMPOTENT = frozenset(
+    {"state", "idle_futures", "subscribe", "abort", "reset", "set_system_prompt", "set_model"}
+    | {"set_tools", "set_mode"}
+)
+
+
+class ActorCalls:
+    """Calls to whichever actor is the agent's current incarnation (thread-safe)."""
+
+    def __init__(self, shell: AgentShell) -> None:
+        self._shell = shell
+        self.key = shell.key
+
+    # -- messages to the actor --------------------------------------------------------------------
+
+    def send(self, name: str, args: tuple[Any, ...], *, wait: bool = True) -> Any:
+        """Send a call to the current actor; returns its reply future, or None if no actor
+        runs right now and `wait` is False.
+
+        Raises:
+            AgentStopped: the agent ended (or did not come back within RESTART_WAIT).
+        """
+        shell = self._shell
+        deadline = time.monotonic() + RESTART_WAIT
+        while True:
+            if shell.stopped:
+                raise AgentStopped(shell.key)
+            ref = shell.ref
+            if ref is not None:
+                reply = shell.new_reply()
+                try:
+                    ref.tell(Call(name, args, reply))
+                    return reply
+                except pykka.ActorDeadError:
+                    shell.forget_reply(reply)
+            if not wait:
+                return None
+            if not shell.wait_replaced(ref, max(deadline - time.monotonic(), 0.0)):
+                raise AgentStopped(shell.key)
+
+    def call(self, name: str, *args: Any) -> Any:
+        """A call answered by the actor. On the event-loop thread it never waits for a
+        restarting agent (AgentStopped instead); the actor itself answers at once."""
+        on_loop = self.on_loop_thread()
+        for _ in range(3):
+            reply = self.send(name, args, wait=not on_loop)
+            if reply is None:
+                raise AgentStopped(self.key)
+            try:
+                return reply.result(CALL_TIMEOUT)
+            except IncarnationExited:
+                if name not in IDEMPOTENT:
+                    raise AgentStopped(self.key) from None
+            except concurrent.futures.TimeoutError:
+                raise TimeoutError(
+                    f"agent {tuple(self.key)!r} did not answer {name} within {CALL_TIMEOUT}s"
+                ) from None
+        raise AgentStopped(self.key)
+
+    async def acall(self, name: str, *args: Any) -> Any:
+        """`_call` for asyncio callers: it never blocks their event loop."""
+        deadline = time.monotonic() + RESTART_WAIT
+        for _ in range(3):
+            while (reply := self.send(name, args, wait=False)) is None:
+                if time.monotonic() > deadline:
+                    raise AgentStopped(self.key)
+                await asyncio.sleep(0.01)
+            try:
+                # Shielded: a caller that stops waiting leaves the call to finish on its own.
+                return await asyncio.wait_for(
+                    asyncio.shield(asyncio.wrap_future(reply)), CALL_TIMEOUT
+                )
+            except IncarnationExited:
+                if name not in IDEMPOTENT:
+                    raise AgentStopped(self.key) from None
+        raise AgentStopped(self.key)
+
+    def tell(self, name: str, *args: Any) -> None:
+        """Send a call without waiting for its answer (from the actor or the event loop).
+
+        Raises:
+            AgentStopped: the agent ended, or is between incarnations right now.
+        """
+        if self.send(name, args, wait=False) is None:
+            raise AgentStopped(self.key)
+
+    def on_loop_thread(self) -> bool:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return running is self._shell.host.loop_tasks.loop
+
+    def refuse_on_loop(self, what: str) -> None:
+        if self.on_loop_thread():
+            raise RuntimeError(
+                f"{what} would block the runtime's event loop (called from an async tool or "
+                "the loop thread): use the async API (arun, astream, async for) instead"
+            )
+
+    def tell_fact(self, name: str, *args: Any) -> None:
+        ref = self._shell.ref
+        if ref is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(Fact(name, args))

@@ -1,0 +1,89 @@
+"""Starting one run: its loop and its driver on the runtime's event loop."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import pykka
+
+from agent_runtime.agent._driver import RunDriver
+from agent_runtime.agent._messages import teller
+from agent_runtime.agent._run import RunView
+from agent_runtime.agent._shell import AgentShell
+from agent_runtime.event_stream import EventStream
+from agent_runtime.llm.base import ChatModel
+from agent_runtime.loop import AgentContext, LoopConfig
+from agent_runtime.loop import stream as loop_stream
+from agent_runtime.loop import stream_continue as loop_stream_continue
+from agent_runtime.messages import Message
+
+# The bounded stream between a run's loop and its driver: the loop runs at most this far ahead.
+RUN_QUEUE = 256
+
+
+def launch_run(
+    shell: AgentShell,
+    actor: pykka.ActorRef[Any],
+    view: RunView,
+    prompts: list[Message] | None,
+    context: AgentContext,
+    model: ChatModel,
+    trace_links: Sequence[Any],
+) -> None:
+    """Submit the run's loop and its driver to the event loop; never waits for either.
+
+    Raises:
+        RuntimeError: the event loop is gone (the runtime stopped).
+    """
+    host = shell.host
+    tell = teller(actor)
+    config = _loop_config(shell, view, model, trace_links, tell)
+    out = EventStream(max_queue=RUN_QUEUE, overflow="block", run_id=view.run_id, agent=shell.key)
+    if prompts is None:
+        loop_stream_continue(context, config, view.signal, runtime=host, event_stream=out)
+    else:
+        loop_stream(prompts, context, config, view.signal, runtime=host, event_stream=out)
+    writer = host.memory_writer if shell.options.memory.write else None
+    driver = RunDriver(shell, view, out, tell, writer)
+    future = host.loop_tasks.submit(driver.drive())
+    future.add_done_callback(driver.done)
+
+
+def _loop_config(
+    shell: AgentShell,
+    view: RunView,
+    model: ChatModel,
+    trace_links: Sequence[Any],
+    tell: Any,
+) -> LoopConfig:
+    options = shell.options
+    run_id = view.run_id
+    level = options.thinking_level
+
+    def spawn(role: str, **spawn_options: Any) -> Any:
+        # `ToolContext.spawn`, called by tools (never on the actor's thread).
+        return shell.host.spawn_subagent(shell.handle, role, spawn_options)
+
+    return LoopConfig(
+        model=model,
+        trace_links=list(trace_links),
+        max_tool_concurrency=options.max_tool_concurrency,
+        max_tool_turns=options.max_tool_turns,
+        tool_timeout=options.tool_timeout,
+        retry=options.retry,
+        abort_grace=options.abort_grace,
+        get_steering_messages=view.inbox.take_steering,
+        get_follow_up_messages=view.inbox.take_follow_ups,
+        on_undelivered_steering=functools.partial(tell, "requeue", run_id, "steering"),
+        on_undelivered_follow_ups=functools.partial(tell, "requeue", run_id, "follow_up"),
+        get_system_prompt=view.inbox.current_system_prompt,
+        spawner=spawn,
+        reasoning=None if level == "off" else level,
+        run_id=run_id,
+        agent=shell.key,
+        runtime=shell.host,
+        stream_max_queue=RUN_QUEUE,
+        stream_overflow="block",
+    )
