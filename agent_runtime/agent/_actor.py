@@ -196,6 +196,12 @@ class AgentActor(SupervisedActor):
         run = self.run
         return run if run is not None and run.view.run_id == run_id else None
 
+    def _fact_facts(self, run_id: str, facts: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """Facts of run `run_id`, in the order they happened."""
+        for name, args in facts:
+            getattr(self, f"_fact_{name}")(run_id, *args)
+            self._mutated(name)
+
     def _fact_message_committed(self, run_id: str, message: Message) -> None:
         if self._current(run_id) is not None:
             self.messages.append(message)

@@ -36,7 +36,9 @@ class RunDriver:
 
     Guarantees:
     - The actor hears only committed facts: each message ended, each tool started and ended,
-      and the run's end; never one per token. The partial message is published on the view.
+      and the run's end; never one per token, and batched: at each tool's start and end, when
+      the run goes on after a turn, and with the run's end (a text-only run is one message).
+      The partial message is published on the view.
     - Each turn (an assistant message with its tool results) is appended to session memory as
       one batch when it ends, off the event loop, in order; the run's end is told and delivered
       only after its last append finished or failed (or after COMMIT_WAIT, logged, should the
@@ -66,6 +68,8 @@ class RunDriver:
         self.last_write: Future[None] | None = None
         self.terminal: Event | None = None
         self.settled = False
+        self.facts: list[tuple[str, tuple[Any, ...]]] = []  # not yet told to the actor
+        self.turn_ended = False
         self.log = shell.log.bind(run_id=view.run_id)
 
     async def drive(self) -> None:
@@ -78,6 +82,8 @@ class RunDriver:
                 if event is self.events.terminal:
                     event = await self._end(event)
                 else:
+                    if self.turn_ended:  # the run goes on after a turn: the actor hears of it
+                        self._flush()
                     self._apply(event)
                 await shell.fan_out(event)
         except asyncio.CancelledError:
@@ -119,13 +125,24 @@ class RunDriver:
             if not failed:
                 self.unit.append(message)
                 self.run_messages.append(message)
-                self.tell("message_committed", view.run_id, message)
+                self.facts.append(("message_committed", (message,)))
         elif isinstance(event, ToolExecutionStart):
-            self.tell("tool_started", view.run_id, event.tool_call_id)
+            self.facts.append(("tool_started", (event.tool_call_id,)))
+            self._flush()  # a tool may run for long: state() shows it at once
         elif isinstance(event, ToolExecutionEnd):
-            self.tell("tool_ended", view.run_id, event.tool_call_id)
+            self.facts.append(("tool_ended", (event.tool_call_id,)))
+            self._flush()
         elif isinstance(event, TurnEnd):
             self._commit()
+            self.turn_ended = True
+
+    def _flush(self) -> None:
+        """Tell the actor the facts gathered since the last flush, in one message: a thread
+        hop costs far more than a fact, so they travel together."""
+        self.turn_ended = False
+        if self.facts:
+            facts, self.facts = self.facts, []
+            self.tell("facts", self.view.run_id, facts)
 
     def _commit(self) -> None:
         unit, self.unit = self.unit, []
@@ -153,7 +170,8 @@ class RunDriver:
             except Exception:
                 pass  # the writer logged it; the run's result stands
         self.terminal = terminal
-        self.tell("run_ended", view.run_id, terminal, dangling)
+        self.facts.append(("run_ended", (terminal, dangling)))
+        self._flush()
         return terminal
 
     def _stopped_mid_run(self) -> None:
@@ -161,7 +179,8 @@ class RunDriver:
         self.terminal = Canceled(
             agent=self.shell.key, run_id=self.view.run_id, reason="runtime_stopped"
         )
-        self.tell("run_ended", self.view.run_id, self.terminal, [])
+        self.facts.append(("run_ended", (self.terminal, [])))
+        self._flush()
         self.shell.push_now(self.terminal)
 
     def _settle(self) -> None:

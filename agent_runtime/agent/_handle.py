@@ -273,11 +273,9 @@ class Agent:
             RuntimeError: called on the runtime's event-loop thread.
         """
         self._calls.refuse_on_loop("Agent.reset()")
-        while True:
+        while not self._calls.call("reset"):  # a run is in progress: end it first
             self.abort("reset")
             self.wait_for_idle(10.0)
-            if self._calls.call("reset"):
-                return
 
     def set_system_prompt(self, prompt: str) -> None:
         """Use `prompt` from the next model call on (also mid-run)."""
