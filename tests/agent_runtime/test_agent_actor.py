@@ -497,7 +497,7 @@ def test_a_failing_driver_stops_its_run(runtime: Runtime, monkeypatch: pytest.Mo
         agent.run("go", timeout=5)
     wait_until(lambda: runtime.loop_tasks.active() == 0, what="the run's loop task ended")
     assert model.call_count < 5
-    assert runtime.registry.lookup(("s", "main", 0)) is None  # the actor crashed with it
+    wait_until(lambda: runtime.registry.lookup(("s", "main", 0)) is None, what="actor crashed")
 
 
 def test_steering_handed_back_keeps_its_system_prompt(runtime: Runtime) -> None:
