@@ -68,7 +68,12 @@ async def iterate_abortable(
     source: AsyncIterator[T], signal: AbortSignal | None
 ) -> AsyncIterator[T]:
     """Yield from `source`; on abort cancel the pending read (closing its HTTP response) and
-    raise `Aborted(reason)`. Closing this generator closes `source`."""
+    raise `Aborted(reason)`. Closing this generator closes `source`.
+
+    No task of its own: an abort cancels the task that iterates, while it waits for the next
+    item (its `anext` on `source`), and the cancellation is turned into `Aborted`. An abort
+    that lands while the consumer works on an item is seen before the next read.
+    """
     if signal is None:
         try:
             async for item in source:
@@ -76,56 +81,45 @@ async def iterate_abortable(
         finally:
             await aclose_quietly(source)
         return
-    signal.raise_if_aborted()
-    # One reader task per stream (not one per chunk): it moves items through a one-slot
-    # queue, so the stream is read no further ahead than the consumer. An abort cancels the
-    # reader, whose pending read (and HTTP response) closes at once.
     loop = asyncio.get_running_loop()
-    slot: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=1)
-    reader = loop.create_task(_read_into(source, slot))
+    task = asyncio.current_task()
+    assert task is not None
+    state = _ReadState()
 
-    def on_abort(_: AbortSignal) -> None:
-        loop.call_soon_threadsafe(_abort_reader, reader, slot)
+    def interrupt() -> None:
+        if state.reading and not state.interrupted:
+            state.interrupted = True
+            task.cancel()
 
-    remove = signal.on_abort(on_abort)
+    remove = signal.on_abort(lambda _: loop.call_soon_threadsafe(interrupt))
     try:
         while True:
-            kind, value = await slot.get()
-            if kind == "item":
-                yield value
-            elif kind == "end":
+            signal.raise_if_aborted()
+            state.reading = True
+            try:
+                item = await anext(source)
+            except StopAsyncIteration:
                 return
-            elif kind == "error":
-                raise value
-            else:
-                raise Aborted(signal.reason)
+            except asyncio.CancelledError:
+                if state.interrupted and task.uncancel() == 0:
+                    raise Aborted(signal.reason) from None
+                raise
+            finally:
+                state.reading = False
+            yield item
     finally:
         remove()
-        if not reader.done() and not reader.cancelling():
-            reader.cancel()
-        # Wait for the reader's own cleanup (closing the response) without cancelling it twice;
-        # asyncio.wait neither raises the reader's outcome nor hides our own cancellation.
-        await asyncio.wait([reader])
         await aclose_quietly(source)
 
 
-async def _read_into(source: AsyncIterator[Any], slot: asyncio.Queue[tuple[str, Any]]) -> None:
-    try:
-        async for item in source:
-            await slot.put(("item", item))
-    except asyncio.CancelledError:
-        raise
-    except BaseException as exc:  # handed to the consumer, raised there
-        await slot.put(("error", exc))
-        return
-    await slot.put(("end", None))
+class _ReadState:
+    """Whether the iterating task waits on a read, and whether an abort cancelled that wait."""
 
+    __slots__ = ("interrupted", "reading")
 
-def _abort_reader(reader: asyncio.Task[None], slot: asyncio.Queue[tuple[str, Any]]) -> None:
-    reader.cancel()
-    while not slot.empty():  # an item read before the abort is dropped: the abort wins
-        slot.get_nowait()
-    slot.put_nowait(("aborted", None))
+    def __init__(self) -> None:
+        self.reading = False
+        self.interrupted = False
 
 
 async def aclose_quietly(source: AsyncIterator[object]) -> None:
