@@ -91,7 +91,10 @@ async def iterate_abortable(
             state.interrupted = True
             task.cancel()
 
-    remove = signal.on_abort(lambda _: loop.call_soon_threadsafe(interrupt))
+    def on_abort(_: AbortSignal) -> None:  # on whichever thread aborts
+        loop.call_soon_threadsafe(interrupt)
+
+    remove = signal.on_abort(on_abort)
     try:
         while True:
             signal.raise_if_aborted()
