@@ -1,18 +1,18 @@
-"""RunDriver: on the event loop, turns one run's events into facts for the actor, commits its
-turns to session memory, and fans the events out to the subscriptions."""
+"""RunDriver: the one task of a run on the event loop. It iterates the stateless loop, turns
+the run's events into facts for the actor, commits its turns to session memory, and fans the
+events out to the subscriptions (whose backpressure paces the loop)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 from agent_runtime.agent._history import pair_dangling_calls
 from agent_runtime.agent._run import RunView
 from agent_runtime.agent._shell import AgentShell
-from agent_runtime.event_stream import EventStream
 from agent_runtime.events import (
     Canceled,
     Error,
@@ -23,7 +23,9 @@ from agent_runtime.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
+    is_terminal,
 )
+from agent_runtime.llm._abortable import aclose_quietly
 from agent_runtime.memory import SessionWriter
 from agent_runtime.messages import AssistantMessage, Message
 
@@ -54,7 +56,7 @@ class RunDriver:
         self,
         shell: AgentShell,
         view: RunView,
-        events: EventStream,
+        events: AsyncIterator[Event],
         tell: Callable[..., None],
         writer: SessionWriter | None,
     ) -> None:
@@ -78,8 +80,9 @@ class RunDriver:
         try:
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])
-            async for event in self.events:
-                if event is self.events.terminal:
+            while self.terminal is None:
+                event = await self._next()
+                if is_terminal(event):
                     event = await self._end(event)
                 else:
                     if self.turn_ended:  # the run goes on after a turn: the actor hears of it
@@ -94,13 +97,25 @@ class RunDriver:
             self.log.exception("agent.driver.failed")
             reason = f"agent_crashed: driver: {type(exc).__name__}: {exc}"
             self.view.signal.abort(reason)  # the run stops: nobody applies its events now
-            self.events.cancel(reason)
             self.tell("driver_failed", f"{type(exc).__name__}: {exc}")
             if self.terminal is None:
                 self.terminal = Error(agent=shell.key, run_id=self.view.run_id, reason=reason)
                 shell.push_now(self.terminal)
         finally:
+            await aclose_quietly(self.events)  # the loop's own cleanup (hand-backs, spans)
             self._settle()
+
+    async def _next(self) -> Event:
+        """The loop's next event; a loop that fails or ends without a terminal ends the run
+        with `Error("loop_crashed: ...")` (the agent goes on)."""
+        try:
+            return await anext(self.events)
+        except StopAsyncIteration:
+            reason = "loop_crashed: the run ended without a terminal event"
+        except Exception as exc:  # a bug in the loop or in a callback of its config
+            self.log.exception("loop.crashed")
+            reason = f"loop_crashed: {type(exc).__name__}: {exc}"
+        return Error(agent=self.shell.key, run_id=self.view.run_id, reason=reason)
 
     def done(self, future: Future[None]) -> None:
         """The driver's task ended; one cancelled before it ran still settles the run."""

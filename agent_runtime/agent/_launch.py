@@ -12,15 +12,11 @@ from agent_runtime.agent._driver import RunDriver
 from agent_runtime.agent._messages import teller
 from agent_runtime.agent._run import RunView
 from agent_runtime.agent._shell import AgentShell
-from agent_runtime.event_stream import EventStream
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import AgentContext, LoopConfig
-from agent_runtime.loop import stream as loop_stream
-from agent_runtime.loop import stream_continue as loop_stream_continue
+from agent_runtime.loop import continue_run as loop_continue_run
+from agent_runtime.loop import run as loop_run
 from agent_runtime.messages import Message
-
-# The bounded stream between a run's loop and its driver: the loop runs at most this far ahead.
-RUN_QUEUE = 256
 
 
 def launch_run(
@@ -32,7 +28,7 @@ def launch_run(
     model: ChatModel,
     trace_links: Sequence[Any],
 ) -> None:
-    """Submit the run's loop and its driver to the event loop; never waits for either.
+    """Submit the run's driver, which iterates its loop, to the event loop; never waits.
 
     Raises:
         RuntimeError: the event loop is gone (the runtime stopped).
@@ -40,13 +36,12 @@ def launch_run(
     host = shell.host
     tell = teller(actor)
     config = _loop_config(shell, view, model, trace_links, tell)
-    out = EventStream(max_queue=RUN_QUEUE, overflow="block", run_id=view.run_id, agent=shell.key)
     if prompts is None:
-        loop_stream_continue(context, config, view.signal, runtime=host, event_stream=out)
+        events = loop_continue_run(context, config, view.signal)
     else:
-        loop_stream(prompts, context, config, view.signal, runtime=host, event_stream=out)
+        events = loop_run(prompts, context, config, view.signal)
     writer = host.memory_writer if shell.options.memory.write else None
-    driver = RunDriver(shell, view, out, tell, writer)
+    driver = RunDriver(shell, view, events, tell, writer)
     future = host.loop_tasks.submit(driver.drive())
     future.add_done_callback(driver.done)
 
@@ -84,6 +79,5 @@ def _loop_config(
         run_id=run_id,
         agent=shell.key,
         runtime=shell.host,
-        stream_max_queue=RUN_QUEUE,
-        stream_overflow="block",
+        run_sync=shell.host.run_sync,
     )

@@ -25,6 +25,7 @@ from agent_runtime import (
     StreamOverflow,
     delegate,
 )
+from agent_runtime.agent._run import RunInbox
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import (
     AgentEnd,
@@ -36,7 +37,7 @@ from agent_runtime.events import (
 )
 from agent_runtime.llm import ChatRequest, ProviderError
 from agent_runtime.loop import RetryPolicy, validate_transcript
-from agent_runtime.messages import ToolCall, ToolResultMessage, UserMessage
+from agent_runtime.messages import Message, ToolCall, ToolResultMessage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, ToolContext, tool
 from supervisors import kill
@@ -387,17 +388,20 @@ def test_a_follow_up_mode_switch_mid_run_applies_at_the_next_consumption(
 
 
 def test_a_follow_up_that_misses_the_loops_last_look_starts_the_next_run(
-    runtime: Runtime,
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = ScriptedModel(["first", "second"])
-    agent = runtime.start_agent(("s", "main", 0), model=model)
-    gate = agent.subscribe(max_queue=1, overflow="block", block_timeout=10)
-    agent.prompt("go")
-    # The loop answers; its run then waits on the gate reader, so the follow-up lands either
-    # just before the loop's last look or after it: both must end in the same transcript.
-    wait_until(lambda: model.call_count == 1)
-    agent.follow_up("late")
-    gate.close()
+    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=0.0)
+    take = RunInbox.take_follow_ups
+
+    def last_look_then_late(inbox: RunInbox) -> list[Message]:
+        taken = take(inbox)
+        if not taken and model.call_count == 1:
+            agent.follow_up("late")  # just after the loop found none (sent from its thread)
+        return taken
+
+    monkeypatch.setattr(RunInbox, "take_follow_ups", last_look_then_late)
+    agent.run("go", timeout=5)
     wait_until(lambda: len(agent.state().messages) == 4)
     agent.wait_for_idle(timeout=5)
     texts = [m.text for m in agent.state().messages]  # type: ignore[union-attr]
