@@ -67,6 +67,20 @@ def configure_logging(
         return True
 
 
+def telemetry_enabled() -> bool:
+    """Whether an OpenTelemetry SDK (a tracer or a meter provider) is installed: without one,
+    spans and metrics are no-ops and the runtime skips the work of recording them."""
+    tracing = not isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
+    )
+    provider = metrics.get_meter_provider()
+    metering = not (
+        isinstance(provider, metrics.NoOpMeterProvider)
+        or type(provider).__name__.startswith("_Proxy")
+    )
+    return tracing or metering
+
+
 def tracer() -> trace.Tracer:
     """The runtime's OpenTelemetry tracer (a no-op until the application installs an SDK)."""
     return trace.get_tracer(INSTRUMENTATION_NAME)

@@ -13,11 +13,9 @@ from typing import Any
 
 from agent_runtime.abort import AbortSignal
 from agent_runtime.events import Event, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
-from agent_runtime.loop.types import LoopConfig
+from agent_runtime.loop.types import LoopConfig, Stamp
 from agent_runtime.messages import Content, Message, TextContent, ToolCall, ToolResult
 from agent_runtime.tools import Tool, ToolContext, error_result, execute_tool_call, find_tool
-
-Stamp = Callable[[Event], Event]
 
 
 @dataclass
@@ -176,7 +174,7 @@ class ToolBatch:
     async def _run_group(self, group: list[ToolCall]) -> AsyncGenerator[Event, None]:
         for call in group:
             yield self.stamp(
-                ToolExecutionStart(tool_call_id=call.id, name=call.name, args=call.arguments)
+                ToolExecutionStart, tool_call_id=call.id, name=call.name, args=call.arguments
             )
             ctx = ToolContext(
                 tool_call_id=call.id,
@@ -240,16 +238,20 @@ class ToolBatch:
                 continue  # an update racing the end is dropped: the end says more
             events.append(
                 self.stamp(
-                    ToolExecutionUpdate(
-                        tool_call_id=call.id, name=call.name, args=call.arguments, partial=partial
-                    )
+                    ToolExecutionUpdate,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    args=call.arguments,
+                    partial=partial,
                 )
             )
         return events
 
     def _end_event(self, call: ToolCall, result: ToolResult) -> Event:
         return self.stamp(
-            ToolExecutionEnd(
-                tool_call_id=call.id, name=call.name, result=result, is_error=result.is_error
-            )
+            ToolExecutionEnd,
+            tool_call_id=call.id,
+            name=call.name,
+            result=result,
+            is_error=result.is_error,
         )

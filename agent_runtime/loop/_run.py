@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import aclosing
+from typing import Any, TypeVar
 
 import structlog
 
@@ -33,6 +34,8 @@ from agent_runtime.messages import (
 
 log = structlog.get_logger(__name__)
 
+E = TypeVar("E", bound=Event)
+
 
 class _Run:
     """The state of one run, private to the generator that drives it."""
@@ -57,6 +60,7 @@ class _Run:
         self.pending_are_follow_ups = False
         key = config.agent
         info = config.model.info
+        self.agent, self.run_id = key, config.run_id
         self.trace = RunTrace(key, config.run_id, info.model, info.provider, config.trace_links)
         self.log = log.bind(
             run_id=config.run_id,
@@ -65,19 +69,19 @@ class _Run:
             index=key.index if key else None,
         )
 
-    def stamp(self, event: Event) -> Event:
+    def stamp(self, kind: type[E], /, **fields: Any) -> E:
+        """A new event of the run, built with its identity and next `seq` (never copied)."""
         self.seq += 1
-        stamped = event.model_copy(
-            update={"agent": self.config.agent, "run_id": self.config.run_id, "seq": self.seq}
-        )
-        self.trace.observe(stamped)
-        return stamped
+        event = kind(agent=self.agent, run_id=self.run_id, seq=self.seq, **fields)
+        if self.trace.enabled:
+            self.trace.observe(event)
+        return event
 
     def commit(self, message: Message) -> list[Event]:
         """Add a message to the transcript; MessageStart/MessageEnd announce it."""
         self.messages.append(message)
         self.new_messages.append(message)
-        return [self.stamp(MessageStart(message=message)), self.stamp(MessageEnd(message=message))]
+        return [self.stamp(MessageStart, message=message), self.stamp(MessageEnd, message=message)]
 
     def take_steering(self) -> list[Message]:
         """Steering queued by the owner; nothing once aborted (it stays in the queue)."""
@@ -121,14 +125,14 @@ class _Run:
     def canceled(self, reason: str) -> Event:
         self.hand_back()
         self.log.info("loop.run.canceled", reason=reason, new_messages=len(self.new_messages))
-        return self.stamp(Canceled(reason=reason))
+        return self.stamp(Canceled, reason=reason)
 
     async def events(self) -> AsyncIterator[Event]:
         started = time.monotonic()
         self.log.info("loop.run.started", prompts=len(self.prompts), history=len(self.messages))
         try:
-            yield self.stamp(AgentStart())
-            yield self.stamp(TurnStart())
+            yield self.stamp(AgentStart)
+            yield self.stamp(TurnStart)
             for prompt in self.prompts:
                 for event in self.commit(prompt):
                     yield event
@@ -140,7 +144,7 @@ class _Run:
                         yield self.canceled(str(self.signal.reason))
                         return
                     if not first_turn:
-                        yield self.stamp(TurnStart())
+                        yield self.stamp(TurnStart)
                     first_turn = False
                     for event in self.deliver_pending():
                         yield event
@@ -152,7 +156,7 @@ class _Run:
                     )
                     if request is None:
                         reason = "invalid_transcript: " + "; ".join(violations)
-                        yield self.stamp(Error(reason=reason))
+                        yield self.stamp(Error, reason=reason)
                         return
                     turn = stream_turn(request, self.config, self.signal, self.stamp, outcome)
                     async with aclosing(turn):
@@ -164,23 +168,23 @@ class _Run:
                     if outcome.error is not None or outcome.message is None:
                         self.log.warning("loop.run.failed", error=outcome.error)
                         yield self.stamp(
-                            Error(reason=outcome.error or "no answer", partial=outcome.partial)
+                            Error, reason=outcome.error or "no answer", partial=outcome.partial
                         )
                         return
                     message = outcome.message
                     if message.stop_reason in ("error", "aborted"):
                         # The provider refused or cut the answer (e.g. a content filter): like
                         # a failed attempt it is announced but not committed, and the run fails.
-                        yield self.stamp(MessageEnd(message=message))
+                        yield self.stamp(MessageEnd, message=message)
                         reason = f"provider_stopped: {message.error_message or message.stop_reason}"
-                        yield self.stamp(Error(reason=reason, partial=message))
+                        yield self.stamp(Error, reason=reason, partial=message)
                         return
                     self.messages.append(message)
                     self.new_messages.append(message)
-                    yield self.stamp(MessageEnd(message=message))
+                    yield self.stamp(MessageEnd, message=message)
                     calls = message.tool_calls
                     if not calls:
-                        yield self.stamp(TurnEnd(message=message, tool_results=[]))
+                        yield self.stamp(TurnEnd, message=message, tool_results=[])
                         self.pending = self.take_steering()
                         if self.pending:
                             continue
@@ -212,7 +216,7 @@ class _Run:
                         results.append(result_message)
                         for event in self.commit(result_message):
                             yield event
-                    yield self.stamp(TurnEnd(message=message, tool_results=results))
+                    yield self.stamp(TurnEnd, message=message, tool_results=results)
                     if batch.outcome.aborted is not None:
                         yield self.canceled(batch.outcome.aborted)
                         return
@@ -238,7 +242,7 @@ class _Run:
                 tool_turns=self.tool_turns,
                 seconds=round(time.monotonic() - started, 4),
             )
-            yield self.stamp(AgentEnd(new_messages=list(self.new_messages)))
+            yield self.stamp(AgentEnd, new_messages=list(self.new_messages))
         finally:
             # Closed early (aclose, or an exception from a callback): nothing taken is lost.
             self.hand_back()
@@ -259,12 +263,12 @@ class _Run:
             model=self.config.model.info.model,
             provider=self.config.model.info.provider,
         )
-        yield self.stamp(TurnStart())
+        yield self.stamp(TurnStart)
         for event in self.commit(note):
             yield event
-        yield self.stamp(TurnEnd(message=note, tool_results=[]))
+        yield self.stamp(TurnEnd, message=note, tool_results=[])
         self.log.warning("loop.run.tool_turn_limit", max_tool_turns=limit)
-        yield self.stamp(AgentEnd(new_messages=list(self.new_messages)))
+        yield self.stamp(AgentEnd, new_messages=list(self.new_messages))
 
 
 def run(

@@ -34,7 +34,7 @@ from agent_runtime.events import (
     TurnStart,
 )
 from agent_runtime.messages import AssistantMessage
-from agent_runtime.telemetry import meter, tracer
+from agent_runtime.telemetry import meter, telemetry_enabled, tracer
 
 _meter = meter()
 RUNS = _meter.create_counter("agent.runs", unit="{run}", description="Runs ended, by outcome")
@@ -61,6 +61,8 @@ class RunTrace:
         self, agent: AgentKey | None, run_id: str, model: str, provider: str, links: Sequence[Any]
     ) -> None:
         self._tracer = tracer()
+        # With no OpenTelemetry SDK installed, spans and metrics are no-ops: skip the work.
+        self.enabled = telemetry_enabled()
         self._base: dict[str, Any] = {"agent.run_id": run_id}
         if agent is not None:
             self._base.update(

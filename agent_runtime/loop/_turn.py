@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from agent_runtime.abort import Aborted, AbortSignal
@@ -35,11 +35,9 @@ from agent_runtime.llm.types import (
     ToolCallDelta,
 )
 from agent_runtime.loop._transcript import validate_transcript
-from agent_runtime.loop.types import LoopConfig, RetryPolicy
+from agent_runtime.loop.types import LoopConfig, RetryPolicy, Stamp
 from agent_runtime.messages import AssistantMessage, Message, TextContent, ThinkingContent
 from agent_runtime.tools import Tool
-
-Stamp = Callable[[Event], Event]
 
 NEVER_RETRIED = (AuthenticationError, PermissionDeniedError, InvalidRequestError)
 """Errors that end the run even when marked retryable: retrying cannot fix a bad key or a
@@ -167,53 +165,53 @@ async def stream_turn(
                 async for chunk in chunks:
                     if not started:
                         started = True
-                        yield stamp(MessageStart(message=builder.snapshot()))
+                        yield stamp(MessageStart, message=builder.snapshot())
                     delta = _delta(chunk, builder.add(chunk))
                     if delta is not None:
-                        yield stamp(MessageUpdate(message=builder.snapshot(), delta=delta))
+                        yield stamp(MessageUpdate, message=builder.snapshot(), delta=delta)
             finally:
                 await aclose_quietly(chunks)  # a run closed mid-answer closes it now, not at GC
             response = builder.build()
         except Aborted as abort:
             partial = builder.snapshot(stop_reason="aborted", with_calls=False)
             if started:
-                yield stamp(MessageEnd(message=partial))
+                yield stamp(MessageEnd, message=partial)
             if attempt:
-                yield stamp(ProviderRetryEnd(attempt=attempt, outcome="aborted"))
+                yield stamp(ProviderRetryEnd, attempt=attempt, outcome="aborted")
             outcome.aborted, outcome.partial = str(abort.reason), partial
             return
         except LLMError as error:
             partial = builder.snapshot(stop_reason="error", with_calls=False, error=str(error))
             if started:
-                yield stamp(MessageEnd(message=partial))
+                yield stamp(MessageEnd, message=partial)
             if attempt:
-                yield stamp(ProviderRetryEnd(attempt=attempt, outcome="failed"))
+                yield stamp(ProviderRetryEnd, attempt=attempt, outcome="failed")
             if not is_retryable(error) or attempt >= policy.max_retries:
                 outcome.error, outcome.partial = f"{error.code}: {error.message}", partial
                 return
             attempt += 1
             delay = retry_delay(attempt, error, policy)
-            yield stamp(ProviderRetry(attempt=attempt, delay=delay, error=str(error)))
+            yield stamp(ProviderRetry, attempt=attempt, delay=delay, error=str(error))
             try:
                 await await_abortable(asyncio.sleep(delay), signal)
             except Aborted as abort:
-                yield stamp(ProviderRetryEnd(attempt=attempt, outcome="aborted"))
+                yield stamp(ProviderRetryEnd, attempt=attempt, outcome="aborted")
                 outcome.aborted = str(abort.reason)
                 return
             continue
         if attempt:
-            yield stamp(ProviderRetryEnd(attempt=attempt, outcome="succeeded"))
+            yield stamp(ProviderRetryEnd, attempt=attempt, outcome="succeeded")
         message = response.message
         if is_empty(message) and message.stop_reason != "length":
             if not started:
-                yield stamp(MessageStart(message=message))
+                yield stamp(MessageStart, message=message)
             failed = message.model_copy(
                 update={"stop_reason": "error", "error_message": "empty_assistant_response"}
             )
-            yield stamp(MessageEnd(message=failed))
+            yield stamp(MessageEnd, message=failed)
             outcome.error, outcome.partial = "empty_assistant_response", failed
             return
         if not started:
-            yield stamp(MessageStart(message=message))
+            yield stamp(MessageStart, message=message)
         outcome.message = message
         return

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import OverflowPolicy
+from agent_runtime.events import Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.types import ReasoningLevel
 from agent_runtime.messages import Message
@@ -20,6 +21,13 @@ MessagesGetter = Callable[[], list[Message]]
 MessagesTransform = Callable[[list[Message]], "list[Message] | Awaitable[list[Message]]"]
 SyncRunner = Callable[[Callable[[], Any]], "Future[Any]"]
 T = TypeVar("T")
+E = TypeVar("E", bound=Event)
+
+
+class Stamp(Protocol):
+    """`stamp(kind, **fields)`: a new event of the run, with its identity and next `seq`."""
+
+    def __call__(self, kind: type[E], /, **fields: Any) -> E: ...
 
 
 class LoopHost(Protocol):
