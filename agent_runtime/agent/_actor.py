@@ -171,8 +171,10 @@ class AgentActor(SupervisedActor):
             take_all(self.follow_ups),
         )
         view = RunView(uuid.uuid4().hex[:16], signal, inbox)
-        context = AgentContext(
-            system_prompt=inbox.system_prompt, messages=self.messages, tools=tools
+        # Built from values validated where they entered (start_agent, set_*, the loop's own
+        # messages): not validated again, so a run's start does not grow with the history.
+        context = AgentContext.model_construct(
+            system_prompt=inbox.system_prompt, messages=list(self.messages), tools=tools
         )
         self.run = ActiveRun(view)
         self.error = None
@@ -189,7 +191,7 @@ class AgentActor(SupervisedActor):
                 self.shell.close_subscriptions()
             self.host.abort_table.release(signal)
             raise AgentStopped(self.key) from exc
-        self.log.info("agent.run.started", run_id=view.run_id, continued=prompts is None)
+        self.log.debug("agent.run.started", run_id=view.run_id, continued=prompts is None)
         return view
 
     def _current(self, run_id: str) -> ActiveRun | None:

@@ -53,31 +53,46 @@ def _loop_config(
     trace_links: Sequence[Any],
     tell: Any,
 ) -> LoopConfig:
-    options = shell.options
+    """The run's LoopConfig: the agent's settings, validated once per change of options or
+    model (`_settings`), plus this run's callbacks, copied in without validating again."""
     run_id = view.run_id
+    return _settings(shell, model).model_copy(
+        update={
+            "trace_links": list(trace_links),
+            "get_steering_messages": view.inbox.take_steering,
+            "get_follow_up_messages": view.inbox.take_follow_ups,
+            "on_undelivered_steering": functools.partial(tell, "requeue", run_id, "steering"),
+            "on_undelivered_follow_ups": functools.partial(tell, "requeue", run_id, "follow_up"),
+            "get_system_prompt": view.inbox.current_system_prompt,
+            "run_id": run_id,
+        }
+    )
+
+
+def _settings(shell: AgentShell, model: ChatModel) -> LoopConfig:
+    options = shell.options
+    cached = shell.loop_settings
+    if cached is not None and cached[0] is options and cached[1] is model:
+        config: LoopConfig = cached[2]
+        return config
     level = options.thinking_level
 
     def spawn(role: str, **spawn_options: Any) -> Any:
         # `ToolContext.spawn`, called by tools (never on the actor's thread).
         return shell.host.spawn_subagent(shell.handle, role, spawn_options)
 
-    return LoopConfig(
-        model=model,
-        trace_links=list(trace_links),
+    config = LoopConfig(
+        model,
         max_tool_concurrency=options.max_tool_concurrency,
         max_tool_turns=options.max_tool_turns,
         tool_timeout=options.tool_timeout,
         retry=options.retry,
         abort_grace=options.abort_grace,
-        get_steering_messages=view.inbox.take_steering,
-        get_follow_up_messages=view.inbox.take_follow_ups,
-        on_undelivered_steering=functools.partial(tell, "requeue", run_id, "steering"),
-        on_undelivered_follow_ups=functools.partial(tell, "requeue", run_id, "follow_up"),
-        get_system_prompt=view.inbox.current_system_prompt,
         spawner=spawn,
         reasoning=None if level == "off" else level,
-        run_id=run_id,
         agent=shell.key,
         runtime=shell.host,
         run_sync=shell.host.run_sync,
     )
+    shell.loop_settings = (options, model, config)
+    return config

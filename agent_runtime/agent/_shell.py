@@ -58,6 +58,8 @@ class AgentShell:
         self.stopped = False
         self.stop_reason = ""
         self.last_driver: asyncio.Task[None] | None = None
+        # The actor's: (options, model, LoopConfig) built from them, reused while they stay.
+        self.loop_settings: tuple[Any, Any, Any] | None = None
         self._children: weakref.WeakSet[AgentShell] = weakref.WeakSet()
         self._replies: weakref.WeakSet[Future[Any]] = weakref.WeakSet()  # calls not answered
         self._lock = threading.Condition()

@@ -129,7 +129,7 @@ class _Run:
 
     async def events(self) -> AsyncIterator[Event]:
         started = time.monotonic()
-        self.log.info("loop.run.started", prompts=len(self.prompts), history=len(self.messages))
+        self.log.debug("loop.run.started", prompts=len(self.prompts), history=len(self.messages))
         try:
             yield self.stamp(AgentStart)
             yield self.stamp(TurnStart)
@@ -236,7 +236,7 @@ class _Run:
                 if not follow_ups:
                     break
                 self.pending, self.pending_are_follow_ups = follow_ups, True
-            self.log.info(
+            self.log.debug(
                 "loop.run.finished",
                 new_messages=len(self.new_messages),
                 tool_turns=self.tool_turns,
