@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint pytest bench clean
+.PHONY: run test lint pytest bench peers-venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,19 @@ pytest: $(STAMP)
 
 test: lint pytest
 
-bench: $(STAMP)
+# The peers bench/_peers.py compares us with live in a venv of their own, built for bench only.
+PEERS_VENV := bench/.venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed-stamp
+
+$(PEERS_STAMP): bench/peers/requirements.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r bench/peers/requirements.txt
+	touch $(PEERS_STAMP)
+
+peers-venv: $(PEERS_STAMP)
+
+bench: $(STAMP) peers-venv
 	$(BIN)/python -m bench
 
 clean:
