@@ -1,0 +1,285 @@
+"""The figures of `make bench`: each measures agent-runtime and a bare baseline in this process.
+
+Every function returns seconds (or a rate) from one repetition; `__main__` takes medians.
+Runs use `MemoryPolicy.none()` and start from an empty history unless a figure says otherwise;
+logs are at warning level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import resource
+import statistics
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pykka
+
+from agent_runtime import Runtime
+from agent_runtime.config import MemoryConfig, RuntimeConfig, TelemetryConfig
+from agent_runtime.events import Canceled, MessageUpdate
+from agent_runtime.memory import MemoryPolicy
+from agent_runtime.messages import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ToolCall,
+    Usage,
+    UserMessage,
+)
+from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.tools import tool
+
+NONE = MemoryPolicy.none()
+# Scripted turns carry their usage: the fake model's own estimate serialises the whole request,
+# work a real provider does not do on our side and that would hide the runtime's own cost.
+USAGE = Usage(input_tokens=10, output_tokens=20)
+
+
+def config() -> RuntimeConfig:
+    return RuntimeConfig(
+        telemetry=TelemetryConfig(log_level="warning"), memory=MemoryConfig(store="memory")
+    )
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return key.upper()
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- baselines ----------------------------------------------------------------------------------
+
+
+class LoopThread:
+    """A bare asyncio loop on its own thread: the baseline's one hop each way."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+async def bare_turn(chunks: int = 20, tool_call: bool = False) -> list[Message]:
+    """A turn with no framework: a fake model's chunks joined into an answer (and a tool call)."""
+
+    async def model() -> Any:
+        for _ in range(chunks):
+            yield "a"
+
+    messages: list[Message] = [UserMessage(content="hi")]
+    if tool_call:
+        call = ToolCall(id="c", name="lookup", arguments={"key": "k"})
+        messages.append(AssistantMessage(content=[call], stop_reason="tool_use"))
+        messages.append(UserMessage(content="k".upper()))
+    text = "".join([chunk async for chunk in model()])
+    messages.append(AssistantMessage(content=[TextContent(text=text)], stop_reason="stop"))
+    return messages
+
+
+def bare_turns(n: int, tool_call: bool = False) -> list[float]:
+    host = LoopThread()
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        host.run(bare_turn(tool_call=tool_call))
+        samples.append(time.perf_counter() - started)
+    host.close()
+    return samples
+
+
+def bare_burst(n: int) -> float:
+    async def one() -> str:
+        await asyncio.sleep(0.1)
+        return "done"
+
+    async def go() -> float:
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        return time.perf_counter() - started
+
+    return asyncio.run(go())
+
+
+def bare_actor_start_stop(n: int) -> list[float]:
+    class Bare(pykka.ThreadingActor):
+        pass
+
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        Bare.start().stop()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+# -- agent-runtime ------------------------------------------------------------------------------
+
+
+def text_turns(n: int, history: int = 0) -> list[float]:
+    """`agent.run` of one text turn (20 chunks); the history is reset after each run unless a
+    history of `history` messages is given (then kept, read from session memory at start)."""
+    with Runtime.start(config()) as rt:
+        policy = NONE
+        if history:
+            old = [
+                UserMessage(content=f"q{i}") if i % 2 == 0 else _answer(i) for i in range(history)
+            ]
+            rt.memory.append("bench", old)
+            policy = MemoryPolicy(read=True, write=False)
+        turns = [ScriptedTurn(chunks=["a"] * 20, usage=USAGE) for _ in range(n)]
+        agent = rt.start_agent(("bench", "a", 0), model=ScriptedModel(turns), memory=policy)
+        samples = []
+        for _ in range(n):
+            started = time.perf_counter()
+            agent.run("hi", timeout=10)
+            samples.append(time.perf_counter() - started)
+            if not history:
+                agent.reset()
+        return samples
+
+
+def _answer(i: int) -> AssistantMessage:
+    return AssistantMessage(content=[TextContent(text=f"a{i}")], stop_reason="stop")
+
+
+def tool_turns(n: int) -> list[float]:
+    with Runtime.start(config()) as rt:
+        turns: list[ScriptedTurn | str] = []
+        for i in range(n):
+            call = ToolCall(id=f"c{i}", name="lookup", arguments={"key": "k"})
+            turns += [
+                ScriptedTurn(tool_calls=[call], usage=USAGE),
+                ScriptedTurn(text="done", usage=USAGE),
+            ]
+        agent = rt.start_agent(
+            ("bench", "t", 0), model=ScriptedModel(turns), tools=[lookup], memory=NONE
+        )
+        samples = []
+        for _ in range(n):
+            started = time.perf_counter()
+            agent.run("hi", timeout=10)
+            samples.append(time.perf_counter() - started)
+            agent.reset()
+        return samples
+
+
+def burst(n: int) -> float:
+    """Wall time of `n` agents each running one turn of a 100 ms model, all at once."""
+    cfg = config().model_copy(
+        update={"supervision": config().supervision.model_copy(update={"max_agents": n + 10})}
+    )
+    with Runtime.start(cfg) as rt:
+        agents = [
+            rt.start_agent(
+                ("bench", "w", i),
+                model=ScriptedModel([ScriptedTurn(text="ok", delay=0.1, usage=USAGE)]),
+                memory=NONE,
+            )
+            for i in range(n)
+        ]
+        gc.collect()
+        started = time.perf_counter()
+        for agent in agents:
+            agent.prompt("x")
+        for agent in agents:
+            agent.wait_for_idle(timeout=60)
+        return time.perf_counter() - started
+
+
+def stream_rate(deltas: int, subscribers: int = 1) -> float:
+    """Deltas per second that each of `subscribers` readers (threads) receives of one run."""
+    with Runtime.start(config()) as rt:
+        model = ScriptedModel([ScriptedTurn(chunks=["a"] * deltas, usage=USAGE)])
+        agent = rt.start_agent(("bench", "s", 0), model=model, memory=NONE)
+        subs = [agent.subscribe(max_queue=deltas + 100) for _ in range(subscribers)]
+        ends: list[float] = []
+        counts: list[int] = []
+
+        def read(sub: Any) -> None:
+            got = sum(1 for e in sub.until_end(timeout=60) if isinstance(e, MessageUpdate))
+            ends.append(time.perf_counter())
+            counts.append(got)
+
+        readers = [threading.Thread(target=read, args=(s,)) for s in subs]
+        for r in readers:
+            r.start()
+        started = time.perf_counter()
+        agent.prompt("go")
+        for r in readers:
+            r.join(120)
+        assert all(c == deltas for c in counts), counts
+        return deltas / (statistics.median(ends) - started)
+
+
+def idle_agent_rss(n: int) -> float:
+    """Resident memory per idle agent (bytes), thread stacks included, over `n` agents."""
+    with Runtime.start(config()) as rt:
+        model = ScriptedModel()
+        gc.collect()
+        before = _rss()
+        agents = [rt.start_agent(("bench", "idle", i), model=model, memory=NONE) for i in range(n)]
+        gc.collect()
+        after = _rss()
+        del agents
+        return (after - before) / n
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * resource.getpagesize()
+
+
+def spawn_stop(n: int) -> list[float]:
+    with Runtime.start(config()) as rt:
+        model = ScriptedModel()
+        samples = []
+        for i in range(n):
+            started = time.perf_counter()
+            agent = rt.start_agent(("bench", "spawn", i), model=model, memory=NONE)
+            agent.stop()
+            samples.append(time.perf_counter() - started)
+        return samples
+
+
+def abort_latency(n: int) -> list[float]:
+    """From `abort()` of a run whose provider stream hangs to its `Canceled` at a reader."""
+    with Runtime.start(config()) as rt:
+        model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=60.0)] * n)
+        agent = rt.start_agent(("bench", "abort", 0), model=model, memory=NONE)
+        samples = []
+        for i in range(n):
+            sub = agent.subscribe()
+            agent.prompt("go")
+            wait_until(lambda i=i: model.call_count == i + 1)  # type: ignore[misc]
+            wait_until(lambda: agent.state().stream_message is not None)
+            started = time.perf_counter()
+            agent.abort()
+            for event in sub.until_end(timeout=5):
+                if isinstance(event, Canceled):
+                    samples.append(time.perf_counter() - started)
+            sub.close()
+            agent.wait_for_idle(timeout=5)
+            agent.reset()
+        return samples
+
+
+def repeat(fn: Callable[[], float], times: int = 5) -> float:
+    return statistics.median(fn() for _ in range(times))
