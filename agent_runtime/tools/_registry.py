@@ -6,29 +6,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
-from agent_runtime.messages import ToolResult, Trust
-from agent_runtime.tools._args import ToolArgumentsError
-from agent_runtime.tools._context import ToolContext
-from agent_runtime.tools._exec import execute_tool_call, find_tool
-from agent_runtime.tools._results import error_result, normalize_result
+from agent_runtime.messages import Trust
 from agent_runtime.tools._schema import ToolDefinitionError
 from agent_runtime.tools._tool import Tool, caller_locals, function_tool
-
-__all__ = [
-    "Tool",
-    "ToolArgumentsError",
-    "ToolContext",
-    "ToolDefinitionError",
-    "ToolRegistry",
-    "ToolResult",
-    "check_unique",
-    "error_result",
-    "execute_tool_call",
-    "find_tool",
-    "merge_tools",
-    "normalize_result",
-    "tool",
-]
 
 
 @overload
