@@ -27,7 +27,7 @@ from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import Subscription
 from agent_runtime.events import AgentEnd, Error, Event
 from agent_runtime.llm.base import ChatModel
-from agent_runtime.loop import AgentContext
+from agent_runtime.loop import AgentContext, TranscriptState
 from agent_runtime.memory import window
 from agent_runtime.messages import AssistantMessage, Message
 from agent_runtime.tools import Tool, merge_tools
@@ -78,6 +78,7 @@ class AgentActor(SupervisedActor):
         self.steering_mode: QueueMode = options.steering_mode
         self.follow_up_mode: QueueMode = options.follow_up_mode
         self.messages: list[Message] = []
+        self.transcript = TranscriptState()  # the incremental check of `messages`
         self.steering: deque[Queued] = deque()
         self.follow_ups: deque[Queued] = deque()
         self.error: str | None = None
@@ -91,6 +92,7 @@ class AgentActor(SupervisedActor):
         self._owned = True  # from here on, only this thread changes the state
         shell = self.shell
         self.messages = self._remembered(restarted=shell.ref is not None)
+        self.transcript.feed(self.messages)
         shell.attach(self.actor_ref)
         self.host.registry.register(
             self.key,
@@ -174,7 +176,10 @@ class AgentActor(SupervisedActor):
         # Built from values validated where they entered (start_agent, set_*, the loop's own
         # messages): not validated again, so a run's start does not grow with the history.
         context = AgentContext.model_construct(
-            system_prompt=inbox.system_prompt, messages=list(self.messages), tools=tools
+            system_prompt=inbox.system_prompt,
+            messages=list(self.messages),
+            tools=tools,
+            transcript=self.transcript.copy(),
         )
         self.run = ActiveRun(view)
         self.error = None
@@ -207,6 +212,7 @@ class AgentActor(SupervisedActor):
     def _fact_message_committed(self, run_id: str, message: Message) -> None:
         if self._current(run_id) is not None:
             self.messages.append(message)
+            self.transcript.feed((message,))
 
     def _fact_tool_started(self, run_id: str, call_id: str) -> None:
         run = self._current(run_id)
@@ -235,6 +241,7 @@ class AgentActor(SupervisedActor):
             return
         view = run.view
         self.messages.extend(dangling)
+        self.transcript.feed(dangling)
         if isinstance(terminal, Error):
             self.error = terminal.reason
         self.steering.extend(take_all(view.inbox.steering))
@@ -297,6 +304,7 @@ class AgentActor(SupervisedActor):
         if self.run is not None:
             return False
         self.messages = []
+        self.transcript = TranscriptState()
         self.steering.clear()
         self.follow_ups.clear()
         self.error = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from agent_runtime.messages import AssistantMessage, Message, StopReason, Usage
 
@@ -71,6 +71,12 @@ class ChatRequest(_Frozen):
     max_output_tokens: int | None = Field(None, ge=1)
     response_schema: dict[str, Any] | None = None
     reasoning: ReasoningLevel | None = None
+    _vision: bool | None = PrivateAttr(default=None)
+
+    def mark_vision(self, vision: bool) -> None:
+        """Record whether the messages carry an image (the agent loop tracks it as they are
+        added), so `needed_capabilities` does not scan every message of a long history."""
+        self._vision = vision
 
 
 class TextDelta(_Frozen):
@@ -175,8 +181,13 @@ def needed_capabilities(request: ChatRequest) -> set[Capability]:
         needed.add("structured_output")
     if request.reasoning not in (None, "off"):
         needed.add("reasoning")
-    for message in request.messages:
-        content = message.content if isinstance(message, UserMessage | ToolResultMessage) else ""
-        if not isinstance(content, str) and any(isinstance(b, ImageContent) for b in content):
-            needed.add("vision")
+    vision = request._vision
+    if vision is None:
+        vision = any(
+            not isinstance(m.content, str) and any(isinstance(b, ImageContent) for b in m.content)
+            for m in request.messages
+            if isinstance(m, UserMessage | ToolResultMessage)
+        )
+    if vision:
+        needed.add("vision")
     return needed

@@ -4,7 +4,7 @@ runtime's event loop into a bounded EventStream."""
 
 from agent_runtime.loop._run import continue_run, run
 from agent_runtime.loop._stream import stream, stream_continue
-from agent_runtime.loop._transcript import validate_transcript
+from agent_runtime.loop._transcript import TranscriptState, validate_transcript
 from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost, RetryPolicy
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "LoopConfig",
     "LoopHost",
     "RetryPolicy",
+    "TranscriptState",
     "continue_run",
     "run",
     "stream",

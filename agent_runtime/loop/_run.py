@@ -23,6 +23,7 @@ from agent_runtime.events import (
 )
 from agent_runtime.loop._batch import ToolBatch
 from agent_runtime.loop._trace import RunTrace
+from agent_runtime.loop._transcript import TranscriptState
 from agent_runtime.loop._turn import TurnOutcome, build_request, stream_turn
 from agent_runtime.loop.types import AgentContext, LoopConfig, MessagesGetter
 from agent_runtime.messages import (
@@ -51,6 +52,13 @@ class _Run:
         self.system_prompt = context.system_prompt
         self.tools = list(context.tools)
         self.messages: list[Message] = list(context.messages)
+        known = context.transcript
+        # The caller's check of the context's messages, when it matches them (else from scratch).
+        self.transcript = (
+            known.copy()
+            if known is not None and known.count == len(self.messages)
+            else TranscriptState()
+        )
         self.new_messages: list[Message] = []
         self.config = config
         self.signal = signal if signal is not None else AbortSignal()
@@ -152,7 +160,7 @@ class _Run:
                     if self.config.get_system_prompt is not None:
                         self.system_prompt = self.config.get_system_prompt()
                     request, violations = await build_request(
-                        self.messages, self.system_prompt, self.tools, self.config
+                        self.messages, self.system_prompt, self.tools, self.config, self.transcript
                     )
                     if request is None:
                         reason = "invalid_transcript: " + "; ".join(violations)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from agent_runtime.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
+from agent_runtime.messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 
 
 def validate_transcript(messages: Sequence[Message]) -> list[str]:
@@ -20,51 +27,96 @@ def validate_transcript(messages: Sequence[Message]) -> list[str]:
     User messages between a call and its result are allowed. Results may come in any order.
     Each sentence starts with the rule's name, so callers can classify it.
     """
-    violations: list[str] = []
-    first_use: dict[str, int] = {}  # call id -> the message that first used it
-    open_calls: dict[str, ToolCall] = {}  # the calls of the latest assistant message
-    open_at: int | None = None
-    answered: dict[str, int] = {}  # call id -> the message holding its result
+    state = TranscriptState()
+    state.feed(messages)
+    return state.violations()
 
-    def close(until: int | None) -> None:
-        where = f"message {until} (the next assistant message)" if until is not None else "the end"
-        for call_id, call in open_calls.items():
-            if call_id not in answered:
-                violations.append(
-                    f"unpaired tool call: {call_id!r} ({call.name}) in message {open_at} "
-                    f"has no result before {where}"
-                )
 
-    for index, message in enumerate(messages):
-        if isinstance(message, AssistantMessage):
-            close(index)
-            open_calls, open_at, answered = {}, index, {}
-            for call in message.tool_calls:
-                if call.id in first_use:
-                    violations.append(
-                        f"duplicate tool-call id: {call.id!r} ({call.name}) in message {index} "
-                        f"was already used in message {first_use[call.id]}"
-                    )
-                else:
-                    first_use[call.id] = index
-                open_calls.setdefault(call.id, call)
-        elif isinstance(message, ToolResultMessage):
-            call_id = message.tool_call_id
-            if call_id not in open_calls:
-                if open_at is None:
-                    where = "there is no assistant message before it"
-                else:
-                    where = f"it is not a call of the preceding assistant message {open_at}"
-                violations.append(
-                    f"orphan tool result: message {index} answers tool call {call_id!r} "
-                    f"({message.tool_name}), but {where}"
-                )
-            elif call_id in answered:
-                violations.append(
-                    f"duplicate tool result: message {index} is a second result for tool call "
-                    f"{call_id!r} (the first is message {answered[call_id]})"
-                )
+class TranscriptState:
+    """`validate_transcript` kept up to date message by message, so a transcript that grows is
+    checked in time proportional to what was added, not to its length.
+
+    `feed(messages)` checks the messages that follow those already fed; `violations()` is what
+    `validate_transcript` would say of everything fed so far. `vision` tells whether any fed
+    message carries an image. `copy()` is cheap (the state, not the messages). Not
+    thread-safe: one owner at a time (the agent's actor, then the run it hands a copy to).
+    """
+
+    __slots__ = ("_answered", "_first_use", "_open", "_open_at", "_violations", "count", "vision")
+
+    def __init__(self) -> None:
+        self.count = 0  # messages fed
+        self.vision = False
+        self._violations: list[str] = []
+        self._first_use: dict[str, int] = {}
+        self._open: dict[str, ToolCall] = {}
+        self._open_at: int | None = None
+        self._answered: dict[str, int] = {}
+
+    def copy(self) -> TranscriptState:
+        other = TranscriptState.__new__(TranscriptState)
+        other.count, other.vision = self.count, self.vision
+        other._violations = list(self._violations)
+        other._first_use = dict(self._first_use)
+        other._open, other._open_at = dict(self._open), self._open_at
+        other._answered = dict(self._answered)
+        return other
+
+    def feed(self, messages: Iterable[Message]) -> None:
+        for message in messages:
+            index = self.count
+            self.count += 1
+            if isinstance(message, AssistantMessage):
+                self._close(index)
+                self._open, self._open_at, self._answered = {}, index, {}
+                for call in message.tool_calls:
+                    if call.id in self._first_use:
+                        self._violations.append(
+                            f"duplicate tool-call id: {call.id!r} ({call.name}) in message "
+                            f"{index} was already used in message {self._first_use[call.id]}"
+                        )
+                    else:
+                        self._first_use[call.id] = index
+                    self._open.setdefault(call.id, call)
+                continue
+            if isinstance(message, ToolResultMessage):
+                self._result(index, message)
+            if not self.vision and isinstance(message, UserMessage | ToolResultMessage):
+                content = message.content
+                if not isinstance(content, str):
+                    self.vision = any(isinstance(b, ImageContent) for b in content)
+
+    def _result(self, index: int, message: ToolResultMessage) -> None:
+        call_id = message.tool_call_id
+        if call_id not in self._open:
+            if self._open_at is None:
+                where = "there is no assistant message before it"
             else:
-                answered[call_id] = index
-    close(None)
-    return violations
+                where = f"it is not a call of the preceding assistant message {self._open_at}"
+            self._violations.append(
+                f"orphan tool result: message {index} answers tool call {call_id!r} "
+                f"({message.tool_name}), but {where}"
+            )
+        elif call_id in self._answered:
+            self._violations.append(
+                f"duplicate tool result: message {index} is a second result for tool call "
+                f"{call_id!r} (the first is message {self._answered[call_id]})"
+            )
+        else:
+            self._answered[call_id] = index
+
+    def _unpaired(self, until: int | None) -> list[str]:
+        where = f"message {until} (the next assistant message)" if until is not None else "the end"
+        return [
+            f"unpaired tool call: {call_id!r} ({call.name}) in message {self._open_at} "
+            f"has no result before {where}"
+            for call_id, call in self._open.items()
+            if call_id not in self._answered
+        ]
+
+    def _close(self, until: int) -> None:
+        self._violations.extend(self._unpaired(until))
+
+    def violations(self) -> list[str]:
+        """The violations of the messages fed so far, as `validate_transcript` words them."""
+        return self._violations + self._unpaired(None)

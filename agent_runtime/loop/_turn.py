@@ -34,7 +34,7 @@ from agent_runtime.llm.types import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from agent_runtime.loop._transcript import validate_transcript
+from agent_runtime.loop._transcript import TranscriptState, validate_transcript
 from agent_runtime.loop.types import LoopConfig, RetryPolicy, Stamp
 from agent_runtime.messages import AssistantMessage, Message, TextContent, ThinkingContent
 from agent_runtime.tools import Tool
@@ -101,9 +101,40 @@ def is_empty(message: AssistantMessage) -> bool:
 
 
 async def build_request(
-    messages: list[Message], system_prompt: str, tools: Sequence[Tool], config: LoopConfig
+    messages: list[Message],
+    system_prompt: str,
+    tools: Sequence[Tool],
+    config: LoopConfig,
+    transcript: TranscriptState | None = None,
 ) -> tuple[ChatRequest | None, list[str]]:
-    """The request for the next call, or the transcript violations that forbid the call."""
+    """The request for the next call, or the transcript violations that forbid the call.
+
+    With no `transform_context` or `convert_to_llm`, the messages sent are the run's own:
+    `transcript` (the run's incremental check of them) is brought up to date with what was
+    added since the last call, and the request is built without validating them again (each
+    was validated where it entered), so a call costs the same whatever the history's length.
+    """
+    if (
+        transcript is not None
+        and config.transform_context is None
+        and config.convert_to_llm is None
+    ):
+        transcript.feed(messages[transcript.count :])
+        violations = transcript.violations()
+        if violations:
+            return None, violations
+        request = ChatRequest.model_construct(
+            messages=list(messages),
+            system=system_prompt or None,
+            tools=[tool.spec() for tool in tools],
+            tool_choice=config.tool_choice if tools else None,
+            temperature=config.temperature,
+            max_output_tokens=config.max_output_tokens,
+            response_schema=None,
+            reasoning=config.reasoning,
+        )
+        request.mark_vision(transcript.vision)
+        return request, []
     sent = list(messages)
     if config.transform_context is not None:
         transformed = config.transform_context(sent)

@@ -14,6 +14,7 @@ from agent_runtime.event_stream import OverflowPolicy
 from agent_runtime.events import Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.types import ReasoningLevel
+from agent_runtime.loop._transcript import TranscriptState
 from agent_runtime.messages import Message
 from agent_runtime.tools import Tool
 
@@ -63,25 +64,34 @@ class RetryPolicy(BaseModel):
 
 
 class AgentContext(BaseModel):
-    """What a run starts from: the system prompt, the transcript so far and the tools."""
+    """What a run starts from: the system prompt, the transcript so far and the tools.
+
+    `transcript` (optional) is the caller's `TranscriptState` of exactly these `messages`
+    (an agent keeps one as its history grows): the run takes it over (pass a copy to keep
+    yours) and checks only what it adds, so its cost does not grow with the history. Without
+    it the run checks the whole transcript once.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     system_prompt: str = ""
     messages: list[Message] = Field(default_factory=list)
     tools: Sequence[Tool] = Field(default_factory=list)
+    transcript: TranscriptState | None = None
 
     def __init__(
         self,
         system_prompt: str = "",
         messages: Sequence[Message] | None = None,
         tools: Sequence[Tool] | None = None,
+        transcript: TranscriptState | None = None,
     ) -> None:
         """`AgentContext(system_prompt, messages, tools)`, positional or by keyword."""
         super().__init__(
             system_prompt=system_prompt,
             messages=list(messages or []),
             tools=list(tools or []),
+            transcript=transcript,
         )
 
 
