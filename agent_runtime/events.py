@@ -9,10 +9,21 @@ with exactly one terminal event: `AgentEnd`, `Error` or `Canceled`.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeGuard
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 from agent_runtime._key import AgentKey
 from agent_runtime.messages import AssistantMessage, Message, ToolResult, ToolResultMessage
@@ -42,6 +53,9 @@ __all__ = [
 ]
 
 _Key = Annotated[AgentKey, AfterValidator(AgentKey.of)]
+
+# Taken only to build a deferred MessageUpdate's message (once per event that is read).
+_MATERIALIZING = threading.Lock()
 
 
 class _EventBase(BaseModel):
@@ -83,11 +97,74 @@ class MessageDelta(BaseModel):
 
 
 class MessageUpdate(_EventBase):
-    """The streaming assistant message grew by `delta`; `message` is its state after the delta."""
+    """The streaming assistant message grew by `delta`; `message` is its state after the delta.
+
+    Built by a run with `MessageUpdate.deferred(...)`, `message` is made on first access (or
+    when the event is serialised or compared) from a snapshot function the run hands over:
+    streaming costs no message per delta, and a reader that buffers every update of an answer
+    holds memory linear in its length. To every reader it is an ordinary field.
+    """
 
     type: Literal["message_update"] = "message_update"
     message: AssistantMessage
     delta: MessageDelta
+    _snapshot: Callable[[], AssistantMessage] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def deferred(
+        cls,
+        snapshot: Callable[[], AssistantMessage],
+        delta: MessageDelta,
+        *,
+        agent: AgentKey | None = None,
+        run_id: str = "",
+        seq: int = 0,
+    ) -> MessageUpdate:
+        """An update whose `message` is `snapshot()`, called once, when first needed."""
+        event = cls.model_construct(  # type: ignore[call-arg]  # message: deferred
+            agent=agent, run_id=run_id, seq=seq, ts=time.time(), delta=delta
+        )
+        event._snapshot = snapshot
+        return event
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "message":
+            return self._materialized()
+        return super().__getattr__(name)  # type: ignore[misc]
+
+    def _materialized(self) -> AssistantMessage:
+        message = self.__dict__.get("message")
+        if message is not None:
+            return message  # type: ignore[no-any-return]
+        with _MATERIALIZING:  # readers on several threads: one snapshot, one swap
+            message = self.__dict__.get("message")
+            if message is None:
+                snapshot = self._snapshot
+                assert snapshot is not None, "a MessageUpdate without its message"
+                message = snapshot()
+                fields = {k: v for k, v in self.__dict__.items() if k != "delta"}
+                fields["message"], fields["delta"] = message, self.__dict__["delta"]
+                self.__pydantic_fields_set__.add("message")
+                object.__setattr__(self, "__dict__", fields)  # one swap: never half-built
+        return message
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
+        self._materialized()
+        return handler(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageUpdate):
+            return NotImplemented
+        self._materialized()
+        other._materialized()
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr_args__(self) -> Any:
+        self._materialized()
+        return super().__repr_args__()
 
 
 class MessageEnd(_EventBase):

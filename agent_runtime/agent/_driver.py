@@ -126,12 +126,12 @@ class RunDriver:
     def _apply(self, event: Event) -> None:
         view = self.view
         if isinstance(event, MessageUpdate):
-            view.stream_message = event.message
+            view.stream_event = event
         elif isinstance(event, MessageStart):
             if isinstance(event.message, AssistantMessage):
-                view.stream_message = event.message
+                view.stream_event = event
         elif isinstance(event, MessageEnd):
-            view.stream_message = None
+            view.stream_event = None
             message = event.message
             failed = isinstance(message, AssistantMessage) and message.stop_reason in (
                 "error",

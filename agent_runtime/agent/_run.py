@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from agent_runtime.abort import AbortSignal
 from agent_runtime.config import QueueMode
-from agent_runtime.events import Event
+from agent_runtime.events import Event, MessageStart, MessageUpdate
 from agent_runtime.messages import AssistantMessage, Message
 
 
@@ -91,10 +91,19 @@ class RunView:
         self.run_id = run_id
         self.signal = signal
         self.inbox = inbox
-        self.stream_message: AssistantMessage | None = None  # driver
+        # driver: the latest MessageStart/MessageUpdate of the answer streaming now (its message
+        # is made only when someone asks for it: state())
+        self.stream_event: MessageStart | MessageUpdate | None = None
         self.crashed: str | None = None  # exit monitor: the actor crashed during the run
         self.ended: Future[Event] = Future()  # actor: the state shows the run ended
         self.outcome: Future[Event] = Future()  # driver: its end was delivered (run() returns)
+
+    @property
+    def stream_message(self) -> AssistantMessage | None:
+        """The answer streaming now, as far as it got."""
+        event = self.stream_event
+        message = event.message if event is not None else None
+        return message if isinstance(message, AssistantMessage) else None
 
     def crash(self, reason: str) -> None:
         """The agent's actor crashed: end the run with `Error("agent_crashed: ...")`."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +78,7 @@ class ChatResponseBuilder:
         self._last_call: _Call | None = None
         self._usage = Usage()
         self._finish: FinishDelta | None = None
+        self._chunks: list[StreamChunk] = []  # every chunk added, for `deferred_snapshot`
         self.request_id: str | None = None
 
     @property
@@ -83,9 +86,17 @@ class ChatResponseBuilder:
         """True once a terminal marker was added."""
         return self._finish is not None
 
+    def deferred_snapshot(self) -> Callable[[], AssistantMessage]:
+        """`snapshot()` as of now, made only when called: it replays the chunks added so far
+        into a new builder (the chunk list is shared, so holding one costs no copy)."""
+        return functools.partial(
+            _replay, self.model, self.provider, self._chunks, len(self._chunks)
+        )
+
     def add(self, chunk: StreamChunk) -> int | None:
         """Fold one chunk into the answer; returns the index of the content block it touched
         (None for usage and finish chunks, and for empty text)."""
+        self._chunks.append(chunk)
         block: _Block | None = None
         if isinstance(chunk, TextDelta):
             block = self._text(chunk)
@@ -261,3 +272,10 @@ def parse_arguments(raw: str, *, partial: bool = False) -> tuple[dict[str, Any],
     if isinstance(value, dict):
         return value, None
     return {}, raw
+
+
+def _replay(model: str, provider: str, chunks: list[StreamChunk], count: int) -> AssistantMessage:
+    builder = ChatResponseBuilder(model=model, provider=provider)
+    for chunk in chunks[:count]:
+        builder.add(chunk)
+    return builder.snapshot()

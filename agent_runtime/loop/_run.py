@@ -18,6 +18,7 @@ from agent_runtime.events import (
     Event,
     MessageEnd,
     MessageStart,
+    MessageUpdate,
     TurnEnd,
     TurnStart,
 )
@@ -80,6 +81,15 @@ class _Run:
     def stamp(self, kind: type[E], /, **fields: Any) -> E:
         """A new event of the run, built with its identity and next `seq` (never copied)."""
         self.seq += 1
+        if kind is MessageUpdate and "snapshot" in fields:  # the per-token event: no message yet
+            update = MessageUpdate.deferred(
+                fields["snapshot"],
+                fields["delta"],
+                agent=self.agent,
+                run_id=self.run_id,
+                seq=self.seq,
+            )
+            return update  # type: ignore[return-value]  # E is MessageUpdate here
         event = kind(agent=self.agent, run_id=self.run_id, seq=self.seq, **fields)
         if self.trace.enabled:
             self.trace.observe(event)

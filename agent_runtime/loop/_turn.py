@@ -199,7 +199,9 @@ async def stream_turn(
                         yield stamp(MessageStart, message=builder.snapshot())
                     delta = _delta(chunk, builder.add(chunk))
                     if delta is not None:
-                        yield stamp(MessageUpdate, message=builder.snapshot(), delta=delta)
+                        yield stamp(
+                            MessageUpdate, snapshot=builder.deferred_snapshot(), delta=delta
+                        )
             finally:
                 await aclose_quietly(chunks)  # a run closed mid-answer closes it now, not at GC
             response = builder.build()
