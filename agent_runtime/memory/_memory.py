@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-_STRIPES = 64
-
 
 class SessionMemory:
     """Session histories shared by every agent of a session (DESIGN.md 9), over a `MemoryStore`.
@@ -40,10 +38,12 @@ class SessionMemory:
     - `subscribe(session)` delivers a `MemoryAdded` / `MemoryCompacted` event for every change
       made through this object after the subscription, in `sequence` order. Changes made by
       another process or another `SessionMemory` on the same file are stored but not reported;
-    - changes to one session through this object are serialised by a lock of this module
-      (one of a fixed set, picked by the session's hash) held across the store call and the
-      queueing of its event, so events are queued in commit order. Queueing never waits and
-      never runs user code; readers read from their own queues, outside every lock.
+    - changes to one session through this object are serialised by that session's own lock
+      (made on first use, gone when no change holds it) held across the store call and the
+      queueing of its event, so events are queued in commit order; sessions never wait for
+      each other here (a store that serialises its connection may still make them).
+      Queueing never waits and never runs user code; readers read from their own queues,
+      outside every lock.
     `last_n` windows of a `MemoryPolicy` are applied by readers with `window`.
     """
 
@@ -51,7 +51,10 @@ class SessionMemory:
         if not isinstance(store, MemoryStore):
             raise TypeError(f"invalid store {store!r} (expected a MemoryStore)")
         self.store = store
-        self._stripes = [threading.Lock() for _ in range(_STRIPES)]
+        self._locks_lock = threading.Lock()
+        self._session_locks: weakref.WeakValueDictionary[str, _SessionLock] = (
+            weakref.WeakValueDictionary()
+        )
         self._subs_lock = threading.Lock()
         self._subs: dict[str, weakref.WeakSet[MemorySubscription]] = {}
 
@@ -97,7 +100,7 @@ class SessionMemory:
         batch = check_messages(messages)
         if not batch:
             return self.store.append(session, batch)
-        with self._stripe(session):
+        with self._lock(session):
             sequence = self.store.append(session, batch)
             self._publish(MemoryAdded(session=session, messages=batch, sequence=sequence))
         log.debug("memory.appended", session=session, count=len(batch), sequence=sequence)
@@ -118,7 +121,7 @@ class SessionMemory:
         """
         check_session(session)
         batch = check_messages(replacement)
-        with self._stripe(session):
+        with self._lock(session):
             try:
                 sequence = self.store.replace(session, batch, expected_sequence)
             except ConcurrentModification as exc:
@@ -150,7 +153,7 @@ class SessionMemory:
             TypeError, ValueError: `session` is not a non-empty str, or the store is closed.
         """
         check_session(session)
-        with self._stripe(session):
+        with self._lock(session):
             sequence = self.store.delete(session)
             if sequence is not None:
                 self._publish(MemoryCompacted(session=session, messages=[], sequence=sequence))
@@ -170,7 +173,7 @@ class SessionMemory:
         check_session(session)
         sub = MemorySubscription(session, max_queue=max_queue, on_close=self._unsubscribe)
         # Under the session's lock: a change is reported to a new subscriber whole or not at all.
-        with self._stripe(session), self._subs_lock:
+        with self._lock(session), self._subs_lock:
             self._subs.setdefault(session, weakref.WeakSet()).add(sub)
         return sub
 
@@ -200,8 +203,12 @@ class SessionMemory:
 
     # -----------------------------------------------------------------------------------------
 
-    def _stripe(self, session: str) -> threading.Lock:
-        return self._stripes[hash(session) % _STRIPES]
+    def _lock(self, session: str) -> _SessionLock:
+        with self._locks_lock:
+            lock = self._session_locks.get(session)
+            if lock is None:
+                lock = self._session_locks[session] = _SessionLock()
+            return lock
 
     def _publish(self, event: MemoryEvent) -> None:
         """Queue `event` for the session's subscribers (never waits); forget closed ones."""
@@ -224,3 +231,18 @@ class SessionMemory:
                 group.discard(sub)
                 if not group:
                     del self._subs[sub.session]
+
+
+class _SessionLock:
+    """One session's lock (weakly held by SessionMemory: it lives while a change holds it)."""
+
+    __slots__ = ("__weakref__", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()

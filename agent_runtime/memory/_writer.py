@@ -73,10 +73,8 @@ class SessionWriter:
     order and one at a time. Two threads let other sessions commit while one session's
     commit is slow (a Postgres row lock, say); more would buy little with `SqliteStore`,
     whose single connection serialises every commit anyway. An idle session costs nothing.
-    Independence ends where the store and `SessionMemory` serialise: `SessionMemory` holds
-    one of 64 locks, picked by the session's hash, across each store call, so a commit that
-    hangs in the store also holds up the sessions that share its lock, and a thread that
-    reaches one of them waits with it.
+    Independence ends where the store serialises (`SqliteStore`'s one connection); a commit
+    that hangs in `SessionMemory` holds up no other session (each has its own lock there).
 
     `close()` stops accepting batches (a later `append` raises `RuntimeError`), waits until
     every accepted batch is committed or failed (nothing accepted is dropped), then joins the
