@@ -54,6 +54,8 @@ __all__ = [
 
 _Key = Annotated[AgentKey, AfterValidator(AgentKey.of)]
 
+_DEFERRED_SET = frozenset({"agent", "run_id", "seq", "ts", "delta"})
+
 # Taken only to build a deferred MessageUpdate's message (once per event that is read).
 _MATERIALIZING = threading.Lock()
 
@@ -121,10 +123,15 @@ class MessageUpdate(_EventBase):
         seq: int = 0,
     ) -> MessageUpdate:
         """An update whose `message` is `snapshot()`, called once, when first needed."""
-        event = cls.model_construct(  # type: ignore[call-arg]  # message: deferred
-            agent=agent, run_id=run_id, seq=seq, ts=time.time(), delta=delta
-        )
-        event._snapshot = snapshot
+        # What model_construct does, without its generic work (defaults, private-attr setup):
+        # this runs once per streamed token.
+        event = cls.__new__(cls)
+        fields: dict[str, Any] = {"agent": agent, "run_id": run_id, "seq": seq, "ts": time.time()}
+        fields["type"], fields["delta"] = "message_update", delta
+        object.__setattr__(event, "__dict__", fields)
+        object.__setattr__(event, "__pydantic_fields_set__", set(_DEFERRED_SET))
+        object.__setattr__(event, "__pydantic_extra__", None)
+        object.__setattr__(event, "__pydantic_private__", {"_snapshot": snapshot})
         return event
 
     def __getattr__(self, name: str) -> Any:
