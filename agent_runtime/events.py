@@ -56,8 +56,8 @@ _Key = Annotated[AgentKey, AfterValidator(AgentKey.of)]
 
 _DEFERRED_SET = frozenset({"agent", "run_id", "seq", "ts", "delta"})
 
-# Taken only to build a deferred MessageUpdate's message (once per event that is read).
-_MATERIALIZING = threading.Lock()
+# Taken only to swap a deferred MessageUpdate's message in (once per event that is read).
+_SWAPPING = threading.Lock()
 
 
 class _EventBase(BaseModel):
@@ -143,17 +143,24 @@ class MessageUpdate(_EventBase):
         message = self.__dict__.get("message")
         if message is not None:
             return message  # type: ignore[no-any-return]
-        with _MATERIALIZING:  # readers on several threads: one snapshot, one swap
+        snapshot = self._snapshot
+        if snapshot is None:  # another reader just made it
+            return self.__dict__["message"]  # type: ignore[no-any-return]
+        built = snapshot()  # outside any lock: a snapshot may read other events
+        with _SWAPPING:  # readers on several threads: the first to finish wins
             message = self.__dict__.get("message")
             if message is None:
-                snapshot = self._snapshot
-                assert snapshot is not None, "a MessageUpdate without its message"
-                message = snapshot()
+                message = built
                 fields = {k: v for k, v in self.__dict__.items() if k != "delta"}
                 fields["message"], fields["delta"] = message, self.__dict__["delta"]
                 self.__pydantic_fields_set__.add("message")
                 object.__setattr__(self, "__dict__", fields)  # one swap: never half-built
+                self.__pydantic_private__["_snapshot"] = None  # type: ignore[index]
         return message
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self._materialized()
+        return super().__getstate__()
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:

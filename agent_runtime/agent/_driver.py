@@ -72,6 +72,7 @@ class RunDriver:
         self.settled = False
         self.facts: list[tuple[str, tuple[Any, ...]]] = []  # not yet told to the actor
         self.turn_ended = False
+        self.last_seq = 0  # of the loop's last event, for an end the driver has to make
         self.log = shell.log.bind(run_id=view.run_id)
 
     async def drive(self) -> None:
@@ -87,6 +88,7 @@ class RunDriver:
                 else:
                     if self.turn_ended:  # the run goes on after a turn: the actor hears of it
                         self._flush()
+                    self.last_seq = event.seq
                     self._apply(event)
                 await shell.fan_out(event)
         except asyncio.CancelledError:
@@ -115,7 +117,9 @@ class RunDriver:
         except Exception as exc:  # a bug in the loop or in a callback of its config
             self.log.exception("loop.crashed")
             reason = f"loop_crashed: {type(exc).__name__}: {exc}"
-        return Error(agent=self.shell.key, run_id=self.view.run_id, reason=reason)
+        return Error(
+            agent=self.shell.key, run_id=self.view.run_id, seq=self.last_seq + 1, reason=reason
+        )
 
     def done(self, future: Future[None]) -> None:
         """The driver's task ended; one cancelled before it ran still settles the run."""

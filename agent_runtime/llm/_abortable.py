@@ -70,9 +70,10 @@ async def iterate_abortable(
     """Yield from `source`; on abort cancel the pending read (closing its HTTP response) and
     raise `Aborted(reason)`. Closing this generator closes `source`.
 
-    No task of its own: an abort cancels the task that iterates, while it waits for the next
-    item (its `anext` on `source`), and the cancellation is turned into `Aborted`. An abort
-    that lands while the consumer works on an item is seen before the next read.
+    No task of its own: an abort cancels the task that iterates while it waits for the next
+    item (its `anext` on `source`), and the cancellation is turned into `Aborted` (also when
+    the source swallows it or turns it into its own error). An abort that lands while the
+    consumer works on an item closes `source` at once and is raised at the next read.
     """
     if signal is None:
         try:
@@ -82,14 +83,16 @@ async def iterate_abortable(
             await aclose_quietly(source)
         return
     loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
     state = _ReadState()
 
     def interrupt() -> None:
-        if state.reading and not state.interrupted:
-            state.interrupted = True
-            task.cancel()
+        if state.interrupted:
+            return
+        state.interrupted = True
+        if state.task is not None:  # waiting on a read: cancel that wait
+            state.task.cancel()
+        else:  # the consumer is busy with an item: close the response now, not at its next read
+            state.closing = loop.create_task(aclose_quietly(source))
 
     def on_abort(_: AbortSignal) -> None:  # on whichever thread aborts
         loop.call_soon_threadsafe(interrupt)
@@ -98,31 +101,49 @@ async def iterate_abortable(
     try:
         while True:
             signal.raise_if_aborted()
-            state.reading = True
+            task = asyncio.current_task()  # the task reading now (a caller may change tasks)
+            assert task is not None
+            base = task.cancelling()
+            state.task = task
             try:
                 item = await anext(source)
             except StopAsyncIteration:
+                if state.interrupted:  # the source swallowed the abort's cancellation
+                    task.uncancel()
+                    raise Aborted(signal.reason) from None
                 return
             except asyncio.CancelledError:
-                if state.interrupted and task.uncancel() == 0:
+                if state.interrupted and task.uncancel() <= base:
+                    raise Aborted(signal.reason) from None
+                raise
+            except BaseException:
+                if state.interrupted:  # the source turned the cancellation into its own error
+                    task.uncancel()
                     raise Aborted(signal.reason) from None
                 raise
             finally:
-                state.reading = False
+                state.task = None
+            if state.interrupted:  # the source swallowed the abort's cancellation and went on
+                task.uncancel()
+                raise Aborted(signal.reason)
             yield item
     finally:
         remove()
-        await aclose_quietly(source)
+        if state.closing is not None:
+            await asyncio.wait([state.closing])
+        else:
+            await aclose_quietly(source)
 
 
 class _ReadState:
-    """Whether the iterating task waits on a read, and whether an abort cancelled that wait."""
+    """The task waiting on a read (None between reads), and whether an abort came."""
 
-    __slots__ = ("interrupted", "reading")
+    __slots__ = ("closing", "interrupted", "task")
 
     def __init__(self) -> None:
-        self.reading = False
+        self.task: asyncio.Task[Any] | None = None
         self.interrupted = False
+        self.closing: asyncio.Task[None] | None = None  # closing the source after an abort
 
 
 async def aclose_quietly(source: AsyncIterator[object]) -> None:

@@ -78,7 +78,6 @@ class ChatResponseBuilder:
         self._last_call: _Call | None = None
         self._usage = Usage()
         self._finish: FinishDelta | None = None
-        self._chunks: list[StreamChunk] = []  # every chunk added, for `deferred_snapshot`
         self.request_id: str | None = None
 
     @property
@@ -87,16 +86,15 @@ class ChatResponseBuilder:
         return self._finish is not None
 
     def deferred_snapshot(self) -> Callable[[], AssistantMessage]:
-        """`snapshot()` as of now, made only when called: it replays the chunks added so far
-        into a new builder (the chunk list is shared, so holding one costs no copy)."""
-        return functools.partial(
-            _replay, self.model, self.provider, self._chunks, len(self._chunks)
-        )
+        """`snapshot()` as of now, made only when called. It marks how far each content block
+        has grown (blocks only grow), so making it costs the number of blocks, holding it no
+        copy of the text, and calling it what `snapshot()` costs."""
+        marks = tuple(_mark(block) for block in self._blocks)
+        return functools.partial(_marked_snapshot, self.model, self.provider, self._usage, marks)
 
     def add(self, chunk: StreamChunk) -> int | None:
         """Fold one chunk into the answer; returns the index of the content block it touched
         (None for usage and finish chunks, and for empty text)."""
-        self._chunks.append(chunk)
         block: _Block | None = None
         if isinstance(chunk, TextDelta):
             block = self._text(chunk)
@@ -274,8 +272,32 @@ def parse_arguments(raw: str, *, partial: bool = False) -> tuple[dict[str, Any],
     return {}, raw
 
 
-def _replay(model: str, provider: str, chunks: list[StreamChunk], count: int) -> AssistantMessage:
+# A block as it was: the block (whose parts only grow), how many parts it had, and the
+# fields that may still change (a thinking block's signature, a call's id and name).
+_Mark = tuple[_Block, int, Any, Any]
+
+
+def _mark(block: _Block) -> _Mark:
+    if isinstance(block, _Thinking):
+        return (block, len(block.parts), block.signature, block.redacted)
+    if isinstance(block, _Call):
+        return (block, len(block.parts), block.id, block.name)
+    return (block, len(block.parts), None, None)
+
+
+def _as_it_was(mark: _Mark) -> _Block:
+    block, count, first, second = mark
+    if isinstance(block, _Thinking):
+        return _Thinking(block.parts[:count], first, second)
+    if isinstance(block, _Call):
+        return _Call(first, second, block.parts[:count])
+    return _Text(block.parts[:count])
+
+
+def _marked_snapshot(
+    model: str, provider: str, usage: Usage, marks: tuple[_Mark, ...]
+) -> AssistantMessage:
     builder = ChatResponseBuilder(model=model, provider=provider)
-    for chunk in chunks[:count]:
-        builder.add(chunk)
+    builder._blocks = [_as_it_was(mark) for mark in marks]
+    builder._usage = usage
     return builder.snapshot()

@@ -71,12 +71,21 @@ class ChatRequest(_Frozen):
     max_output_tokens: int | None = Field(None, ge=1)
     response_schema: dict[str, Any] | None = None
     reasoning: ReasoningLevel | None = None
-    _vision: bool | None = PrivateAttr(default=None)
+    _vision: tuple[list[Message], bool] | None = PrivateAttr(default=None)
 
     def mark_vision(self, vision: bool) -> None:
-        """Record whether the messages carry an image (the agent loop tracks it as they are
-        added), so `needed_capabilities` does not scan every message of a long history."""
-        self._vision = vision
+        """Record whether `messages` carry an image (the agent loop tracks it as they are
+        added), so `needed_capabilities` does not scan every message of a long history. The
+        mark holds for this `messages` list only (a copy with other messages is scanned)."""
+        self._vision = (self.messages, vision)
+
+    def __eq__(self, other: object) -> bool:
+        # The fields decide; the vision mark is a cache, not part of the value.
+        if not isinstance(other, ChatRequest):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = BaseModel.__hash__
 
 
 class TextDelta(_Frozen):
@@ -181,7 +190,8 @@ def needed_capabilities(request: ChatRequest) -> set[Capability]:
         needed.add("structured_output")
     if request.reasoning not in (None, "off"):
         needed.add("reasoning")
-    vision = request._vision
+    mark = request._vision
+    vision = mark[1] if mark is not None and mark[0] is request.messages else None
     if vision is None:
         vision = any(
             not isinstance(m.content, str) and any(isinstance(b, ImageContent) for b in m.content)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
 
@@ -30,8 +30,10 @@ from agent_runtime.loop.types import AgentContext, LoopConfig, MessagesGetter
 from agent_runtime.messages import (
     AssistantMessage,
     Message,
+    MessageAdapter,
     TextContent,
     ToolResultMessage,
+    UserMessage,
 )
 
 log = structlog.get_logger(__name__)
@@ -49,7 +51,7 @@ class _Run:
         config: LoopConfig,
         signal: AbortSignal | None,
     ) -> None:
-        self.prompts = list(prompts)
+        self.prompts = _checked(prompts)
         self.system_prompt = context.system_prompt
         self.tools = list(context.tools)
         self.messages: list[Message] = list(context.messages)
@@ -112,7 +114,7 @@ class _Run:
     def _take(self, getter: MessagesGetter | None) -> list[Message]:
         if getter is None or self.signal.aborted:
             return []
-        return list(getter())
+        return _checked(getter())
 
     def deliver_pending(self) -> Iterator[Event]:
         """Commit the pending messages. Each leaves `pending` once its MessageStart is out, so
@@ -287,6 +289,17 @@ class _Run:
         yield self.stamp(TurnEnd, message=note, tool_results=[])
         self.log.warning("loop.run.tool_turn_limit", max_tool_turns=limit)
         yield self.stamp(AgentEnd, new_messages=list(self.new_messages))
+
+
+_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
+
+
+def _checked(messages: Iterable[Any]) -> list[Message]:
+    """Messages entering a run (prompts, steering, follow-ups), validated once, here: the run
+    sends its transcript on without validating it again."""
+    return [
+        m if isinstance(m, _MESSAGE_TYPES) else MessageAdapter.validate_python(m) for m in messages
+    ]
 
 
 def run(

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import pickle
 import threading
+from collections.abc import AsyncIterator
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_runtime.events import EventAdapter, MessageDelta, MessageUpdate
-from agent_runtime.loop import TranscriptState, validate_transcript
+from agent_runtime.abort import Aborted, AbortSignal
+from agent_runtime.events import AgentEnd, EventAdapter, MessageDelta, MessageUpdate
+from agent_runtime.llm._abortable import iterate_abortable
+from agent_runtime.llm.types import ChatRequest, needed_capabilities
+from agent_runtime.loop import AgentContext, LoopConfig, TranscriptState, validate_transcript
+from agent_runtime.loop import run as loop_run
 from agent_runtime.messages import AssistantMessage, ImageContent, Message, TextContent, UserMessage
+from agent_runtime.testing import ScriptedModel
 from tests.agent_runtime.transcript_strategies import (
     assistant,
     call,
@@ -69,7 +79,7 @@ def _message(text: str) -> AssistantMessage:
 DELTA = MessageDelta(kind="text", content_index=0, delta="o")
 
 
-def test_a_deferred_update_makes_its_message_once_and_only_when_read() -> None:
+def test_a_deferred_update_makes_its_message_only_when_read_and_one_for_all() -> None:
     calls: list[int] = []
 
     def snapshot() -> AssistantMessage:
@@ -84,7 +94,8 @@ def test_a_deferred_update_makes_its_message_once_and_only_when_read() -> None:
         reader.start()
     for reader in readers:
         reader.join(5)
-    assert calls == [1] and len({id(m) for m in seen}) == 1 and seen[0].text == "hello"
+    assert 1 <= len(calls) <= 8 and len({id(m) for m in seen}) == 1 and seen[0].text == "hello"
+    assert pickle.loads(pickle.dumps(event)) == event
 
 
 def test_a_deferred_update_is_an_ordinary_event_to_json_and_equality() -> None:
@@ -95,3 +106,87 @@ def test_a_deferred_update_is_an_ordinary_event_to_json_and_equality() -> None:
     assert EventAdapter.validate_json(event.model_dump_json()) == event == plain
     assert event.model_copy(update={"seq": 3}).message.text == "hel"
     assert "hel" in repr(MessageUpdate.deferred(lambda: _message("hel"), DELTA))
+
+
+# -- aborting a stream without a reader task ----------------------------------------------------
+
+
+async def _hanging(closed: list[str], swallow: bool = False) -> AsyncIterator[str]:
+    try:
+        yield "first"
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            if not swallow:
+                raise
+        yield "late"
+    finally:
+        closed.append("closed")
+
+
+def test_an_abort_reaches_a_read_made_in_another_task() -> None:
+    async def go() -> None:
+        signal, closed = AbortSignal(), []
+        stream = iterate_abortable(_hanging(closed), signal)
+        assert await anext(stream) == "first"
+        pending = asyncio.ensure_future(asyncio.wait_for(anext(stream), 5))
+        await asyncio.sleep(0.01)
+        signal.abort("stop")
+        with pytest.raises(Aborted):
+            await pending
+        await asyncio.sleep(0)  # the main task was not the one cancelled
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+    asyncio.run(go())
+
+
+def test_an_abort_while_the_consumer_is_busy_closes_the_source_at_once() -> None:
+    async def go() -> None:
+        signal, closed = AbortSignal(), []
+        stream = iterate_abortable(_hanging(closed), signal)
+        assert await anext(stream) == "first"
+        signal.abort("stop")  # the consumer holds the item: no read is waiting
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert closed == ["closed"]
+        with pytest.raises(Aborted):
+            await anext(stream)
+
+    asyncio.run(go())
+
+
+def test_a_source_that_swallows_the_cancellation_still_ends_in_aborted() -> None:
+    async def go() -> None:
+        signal, closed = AbortSignal(), []
+        stream = iterate_abortable(_hanging(closed, swallow=True), signal)
+        assert await anext(stream) == "first"
+        asyncio.get_running_loop().call_later(0.01, signal.abort, "stop")
+        with pytest.raises(Aborted):
+            await anext(stream)
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+    asyncio.run(go())
+
+
+# -- what the loop still checks ----------------------------------------------------------------
+
+
+def test_prompts_given_as_data_are_validated_as_they_enter_a_run() -> None:
+    async def go() -> list[Any]:
+        config = LoopConfig(ScriptedModel(["ok"]))
+        prompt: Any = {"role": "user", "content": "hi"}
+        return [e async for e in loop_run([prompt], AgentContext(), config)]
+
+    events = asyncio.run(go())
+    assert isinstance(events[-1], AgentEnd) and isinstance(events[-1].new_messages[0], UserMessage)
+    with pytest.raises(ValueError):
+        loop_run([{"role": "nobody"}], AgentContext(), LoopConfig(ScriptedModel()))  # type: ignore[list-item]
+
+
+def test_a_vision_mark_holds_for_its_own_messages_only() -> None:
+    request = ChatRequest(messages=[user("hi")])
+    request.mark_vision(False)
+    assert request == ChatRequest(messages=request.messages)
+    image = UserMessage(content=[ImageContent(data="aGk=", mime_type="image/png")])
+    copy = request.model_copy(update={"messages": [*request.messages, image]})
+    assert "vision" in needed_capabilities(copy) and "vision" not in needed_capabilities(request)
