@@ -29,26 +29,27 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 # Why a figure misses its target (kept with the table in RESULTS.md).
 REASONS = {
-    "one text turn, p50": "a turn is still two actor hops (the prompt, the run's end) plus about "
-    "15 pydantic objects built and validated on the loop (events, the streamed snapshots, the "
-    "request): ~450 us of work against the baseline's ~30-110 us",
-    "text turn with 3,000 messages, p50": "still O(history) per run: validate_transcript over "
-    "the whole transcript before each model call (~1.5 us/message), ChatRequest validation and "
-    "needed_capabilities over every message, list copies; needs incremental checks",
+    "one text turn, p99": "at the edge (767-1,014 us over the last runs): the tail is garbage "
+    "collection and GIL hand-offs between the caller, the actor and the loop threads",
+    "one text turn, p50": "two actor hops (the prompt's call and its answer) and the run's end "
+    "crossing from the loop thread to the caller, plus ~12 pydantic events and messages built "
+    "on the loop: ~450 us of work against the baseline's ~30-110 us",
+    "text turn with 3,000 messages, p50": "the checks are incremental now (TranscriptState); "
+    "what is left is ~45 ns per message: the history's list is copied for the run's context, "
+    "the loop's transcript and the request, and the fake model keeps every request",
     "one tool call then text, p50": "two model calls, the tool's hop to the tool_tasks pool and "
-    "back, and two facts to the actor on top of the text turn",
-    "1000 concurrent runs of a 100 ms model, wall": "issuing 1000 prompts costs one actor hop "
-    "each and the run setup on 1000 actor threads contending for the GIL",
-    "2500 concurrent runs of a 100 ms model, wall": "as for 1000, with garbage collection of the "
-    "per-run objects growing with the burst (gc.freeze not tried yet)",
-    "1000 streamed deltas to one subscriber": "each delta is a pydantic MessageUpdate with a full "
-    "snapshot of the message (O(length) per delta), fanned out into a per-subscriber "
-    "EventStream and read by a thread: ~18 us per delta",
-    "time per delta, 5,000 vs 100 deltas": "the per-delta snapshot grows with the answer",
-    "1000 deltas, each of 10 subscribers": "one EventStream push per subscriber per delta, and ten "
-    "reader threads contending for the GIL",
-    "spawn + stop of an agent, p50": "an agent start registers, reads session memory and starts "
-    "under the DynamicSupervisor's actor (two actor hops more than a bare actor)",
+    "back, and two batches of facts to the actor on top of the text turn",
+    "1000 concurrent runs of a 100 ms model, wall": "each prompt is an actor round trip issued "
+    "from one thread, and the run set-up happens on 1000 actor threads contending for the GIL",
+    "2500 concurrent runs of a 100 ms model, wall": "as for 1000; garbage collection of the "
+    "per-run objects grows with the burst (gc.freeze() not tried)",
+    "1000 streamed deltas to one subscriber": "~12 us per delta: the per-delta EventStream push "
+    "contends with the reading thread for the stream's lock and the GIL; MessageDelta and the "
+    "provider's TextDelta are still pydantic models",
+    "1000 deltas, each of 10 subscribers": "one EventStream push per subscriber per delta, and "
+    "ten reader threads contending for the GIL",
+    "spawn + stop of an agent, p50": "a start validates AgentOptions, registers, reads session "
+    "memory and starts under the DynamicSupervisor's actor; a stop goes through it again",
 }
 
 
