@@ -549,3 +549,23 @@ def test_blocking_calls_from_the_event_loop_refuse_before_doing_anything(
     assert agent.run("go", timeout=5).text == "done"
     assert refused == ["stream: True", "reset: True"]
     assert not other.state().is_running and other.state().subscriptions == 0
+
+
+class _BuggyModel(ScriptedModel):
+    """A provider adapter with a bug: it raises a plain exception after its first chunk."""
+
+    async def _stream(self, request: Any) -> Any:
+        async for chunk in super()._stream(request):
+            yield chunk
+            raise KeyError("adapter bug")
+
+
+def test_a_crashed_loop_ends_the_run_with_the_next_seq(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=_BuggyModel(["hello world"]))
+    sub = agent.subscribe()
+    run_id = agent.prompt("hi")
+    events = list(sub.until_end(timeout=5, run_id=run_id))
+    end = events[-1]
+    assert isinstance(end, Error) and end.reason == "loop_crashed: KeyError: 'adapter bug'"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert agent.alive and not agent.state().is_running  # the agent goes on
