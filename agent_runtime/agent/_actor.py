@@ -247,8 +247,7 @@ class AgentActor(SupervisedActor):
         self.steering.extend(take_all(view.inbox.steering))
         self.follow_ups.extend(take_all(view.inbox.follow_ups))
         self.run = None
-        if not view.ended.done():
-            view.ended.set_result(terminal)
+        answer(view.ended, result=terminal)  # unless the driver was first (the actor may lag)
         if isinstance(terminal, AgentEnd):
             self.ended_ok_at = time.monotonic()
             if view.inbox.ending and self.follow_ups:
@@ -310,10 +309,10 @@ class AgentActor(SupervisedActor):
         self.error = None
         return True
 
-    def _on_idle_futures(self) -> tuple[Future[Event], Future[Event]] | None:
-        """The running run's (ended, outcome) futures, or None when idle."""
+    def _on_idle_future(self) -> Future[Event] | None:
+        """The running run's `ended` future (set before its outcome), or None when idle."""
         run = self.run
-        return None if run is None else (run.view.ended, run.view.outcome)
+        return None if run is None else run.view.ended
 
     # -- settings ---------------------------------------------------------------------------------
 

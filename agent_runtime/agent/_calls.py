@@ -23,7 +23,7 @@ RESTART_WAIT = 30.0
 # Calls that can be sent again to the next incarnation when the actor died before answering
 # (doing them twice is doing them once); any other such call raises AgentStopped.
 IDEMPOTENT = frozenset(
-    {"state", "idle_futures", "subscribe", "abort", "reset", "set_system_prompt", "set_model"}
+    {"state", "idle_future", "subscribe", "abort", "reset", "set_system_prompt", "set_model"}
     | {"set_tools", "set_mode"}
 )
 

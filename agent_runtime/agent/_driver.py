@@ -5,12 +5,12 @@ events out to the subscriptions (whose backpressure paces the loop)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import Any
 
 from agent_runtime.agent._history import pair_dangling_calls
+from agent_runtime.agent._messages import answer
 from agent_runtime.agent._run import RunView
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.events import (
@@ -210,14 +210,9 @@ class RunDriver:
         terminal = self.terminal or Canceled(
             agent=self.shell.key, run_id=view.run_id, reason="lost"
         )
-        _resolve(view.ended, terminal)  # the actor may be gone and never hear of the end
+        answer(view.ended, result=terminal)  # the actor may be gone and never hear of the end
         if self.shell.run_delivered(view):
             self.shell.close_subscriptions()
-        _resolve(view.outcome, terminal)
+        answer(view.outcome, result=terminal)
         self.shell.host.abort_table.release(view.signal)
         self.log.info("agent.run.finished", outcome=type(terminal).__name__)
-
-
-def _resolve(future: Future[Any], value: Any) -> None:
-    with contextlib.suppress(InvalidStateError):  # set already, or cancelled by a waiter
-        future.set_result(value)

@@ -143,13 +143,11 @@ class Agent:
         self._calls.refuse_on_loop("wait_for_idle()")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            futures = self._calls.call("idle_futures")
-            if futures is None:
+            ended = self._calls.call("idle_future")
+            if ended is None:
                 return
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            done, _ = concurrent.futures.wait(
-                futures, left, return_when=concurrent.futures.FIRST_COMPLETED
-            )
+            done, _ = concurrent.futures.wait([ended], left)
             if not done:
                 raise TimeoutError(f"agent {tuple(self.key)!r} still running after {timeout}s")
 

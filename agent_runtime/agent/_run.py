@@ -95,7 +95,7 @@ class RunView:
         # is made only when someone asks for it: state())
         self.stream_event: MessageStart | MessageUpdate | None = None
         self.crashed: str | None = None  # exit monitor: the actor crashed during the run
-        self.ended: Future[Event] = Future()  # actor: the state shows the run ended
+        self.ended: Future[Event] = Future()  # actor (or driver, if first): the state shows the end
         self.outcome: Future[Event] = Future()  # driver: its end was delivered (run() returns)
 
     @property
