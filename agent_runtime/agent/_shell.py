@@ -7,10 +7,9 @@ subscriptions and the options changed with `set_*` stay here, so callers keep on
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import weakref
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import Any
 
 import pykka
@@ -18,6 +17,7 @@ import structlog
 
 from agent_runtime._key import AgentKey
 from agent_runtime.agent._host import AgentHost
+from agent_runtime.agent._messages import answer
 from agent_runtime.agent._options import AgentOptions
 from agent_runtime.agent._run import RunView
 from agent_runtime.event_stream import Subscription
@@ -95,8 +95,7 @@ class AgentShell:
             unanswered = list(self._replies)
             self._replies.clear()
         for reply in unanswered:
-            with contextlib.suppress(InvalidStateError):
-                reply.set_exception(IncarnationExited(str(reason)))
+            answer(reply, exception=IncarnationExited(str(reason)))
         if reason.abnormal:
             self.log.error("agent.crashed", reason=str(reason))
             if view is not None:

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agent_runtime.abort import Aborted, AbortSignal
 from agent_runtime.events import (
@@ -114,6 +115,14 @@ async def build_request(
     added since the last call, and the request is built without validating them again (each
     was validated where it entered), so a call costs the same whatever the history's length.
     """
+    fields: dict[str, Any] = {
+        "system": system_prompt or None,
+        "tools": [tool.spec() for tool in tools],
+        "tool_choice": config.tool_choice if tools else None,
+        "temperature": config.temperature,
+        "max_output_tokens": config.max_output_tokens,
+        "reasoning": config.reasoning,
+    }
     if (
         transcript is not None
         and config.transform_context is None
@@ -124,14 +133,7 @@ async def build_request(
         if violations:
             return None, violations
         request = ChatRequest.model_construct(
-            messages=list(messages),
-            system=system_prompt or None,
-            tools=[tool.spec() for tool in tools],
-            tool_choice=config.tool_choice if tools else None,
-            temperature=config.temperature,
-            max_output_tokens=config.max_output_tokens,
-            response_schema=None,
-            reasoning=config.reasoning,
+            messages=list(messages), response_schema=None, **fields
         )
         request.mark_vision(transcript.vision)
         return request, []
@@ -146,16 +148,7 @@ async def build_request(
     violations = validate_transcript(sent)
     if violations:
         return None, violations
-    request = ChatRequest(
-        messages=sent,
-        system=system_prompt or None,
-        tools=[tool.spec() for tool in tools],
-        tool_choice=config.tool_choice if tools else None,
-        temperature=config.temperature,
-        max_output_tokens=config.max_output_tokens,
-        reasoning=config.reasoning,
-    )
-    return request, []
+    return ChatRequest(messages=sent, **fields), []
 
 
 def _delta(chunk: StreamChunk, index: int | None) -> MessageDelta | None:
