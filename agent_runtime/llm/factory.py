@@ -119,28 +119,18 @@ def _http_options(profile: ModelProfile, config: RuntimeConfig) -> HttpOptions:
     }
 
 
-def _build_anthropic(name: str, profile: ModelProfile, config: RuntimeConfig) -> ChatModel:
-    key = _api_key(name, profile)
-    options = _http_options(profile, config)
-    if profile.base_url:
-        return anthropic(profile.model, key, base_url=profile.base_url, **options)
-    return anthropic(profile.model, key, **options)
+def _hosted(adapter: Callable[..., ChatModel]) -> ProfileBuilder:
+    """The builder of a hosted provider's profiles: `adapter` at its own URL unless the profile
+    names one."""
 
+    def build(name: str, profile: ModelProfile, config: RuntimeConfig) -> ChatModel:
+        key = _api_key(name, profile)
+        options = _http_options(profile, config)
+        if profile.base_url:
+            return adapter(profile.model, key, base_url=profile.base_url, **options)
+        return adapter(profile.model, key, **options)
 
-def _build_gemini(name: str, profile: ModelProfile, config: RuntimeConfig) -> ChatModel:
-    key = _api_key(name, profile)
-    options = _http_options(profile, config)
-    if profile.base_url:
-        return gemini(profile.model, key, base_url=profile.base_url, **options)
-    return gemini(profile.model, key, **options)
-
-
-def _build_openai(name: str, profile: ModelProfile, config: RuntimeConfig) -> ChatModel:
-    key = _api_key(name, profile)
-    options = _http_options(profile, config)
-    if profile.base_url:
-        return openai(profile.model, key, base_url=profile.base_url, **options)
-    return openai(profile.model, key, **options)
+    return build
 
 
 def _build_openai_compatible(name: str, profile: ModelProfile, config: RuntimeConfig) -> ChatModel:
@@ -158,7 +148,7 @@ def _build_openai_compatible(name: str, profile: ModelProfile, config: RuntimeCo
     )
 
 
-register_profile_kind("anthropic", _build_anthropic)
-register_profile_kind("gemini", _build_gemini)
-register_profile_kind("openai", _build_openai)
+register_profile_kind("anthropic", _hosted(anthropic))
+register_profile_kind("gemini", _hosted(gemini))
+register_profile_kind("openai", _hosted(openai))
 register_profile_kind("openai_compatible", _build_openai_compatible)
