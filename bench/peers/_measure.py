@@ -120,6 +120,33 @@ async def deltas_per_s(
     return round(statistics.median(rates))
 
 
+async def figures(
+    peer: str,
+    plan: Plan,
+    started: float,
+    text_turn: Run,
+    tool_turn: Run,
+    burst_runs: Sequence[Run],
+    stream_once: Callable[[], Awaitable[int]],
+    distributions: Sequence[str],
+) -> dict[str, object]:
+    """Every figure of one peer, after a warm-up (50 burst runs and one streamed run)."""
+    await burst_ms(burst_runs[:50], 1)
+    await stream_once()
+    result: dict[str, object] = {
+        "peer": peer,
+        "text_turn_us": await turn_us(text_turn, plan.turns, plan.reps),
+        "tool_turn_us": await turn_us(tool_turn, plan.tool_turns, plan.reps),
+    }
+    for n in plan.bursts:
+        result[f"burst_{n}_ms"] = await burst_ms(burst_runs[:n], plan.reps)
+    result["stream_deltas_per_s"] = await deltas_per_s(stream_once, plan.deltas, plan.reps)
+    result["plan"] = dataclasses.asdict(plan)
+    result["versions"] = versions(*distributions)
+    result["elapsed_s"] = round(time.perf_counter() - started, 1)
+    return result
+
+
 def versions(*distributions: str) -> dict[str, str]:
     """Installed versions of `distributions`, plus the interpreter's."""
     found = {name: metadata.version(name) for name in distributions}

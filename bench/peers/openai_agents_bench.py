@@ -19,7 +19,6 @@ scans all the runs active on that agent, and 2500 of them take ~20 s instead of 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -194,21 +193,16 @@ async def main(plan: m.Plan) -> dict[str, object]:
         raise RuntimeError("a fake model's canned answer did not come back")
     if tool_calls != 1:
         raise RuntimeError(f"the tool ran {tool_calls} times in one tool turn (expected 1)")
-    await m.burst_ms(burst_runs[:50], 1)
-    await stream_once()
-
-    figures: dict[str, object] = {
-        "peer": "openai-agents",
-        "text_turn_us": await m.turn_us(text_turn, plan.turns, plan.reps),
-        "tool_turn_us": await m.turn_us(tool_turn, plan.tool_turns, plan.reps),
-    }
-    for n in plan.bursts:
-        figures[f"burst_{n}_ms"] = await m.burst_ms(burst_runs[:n], plan.reps)
-    figures["stream_deltas_per_s"] = await m.deltas_per_s(stream_once, plan.deltas, plan.reps)
-    figures["plan"] = dataclasses.asdict(plan)
-    figures["versions"] = m.versions("openai-agents", "openai", "pydantic", "pydantic-core")
-    figures["elapsed_s"] = round(time.perf_counter() - started, 1)
-    return figures
+    return await m.figures(
+        "openai-agents",
+        plan,
+        started,
+        text_turn,
+        tool_turn,
+        burst_runs,
+        stream_once,
+        ("openai-agents", "openai", "pydantic", "pydantic-core"),
+    )
 
 
 if __name__ == "__main__":
