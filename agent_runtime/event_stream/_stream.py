@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from agent_runtime._errors import RunCanceled, RunFailed, StreamClosed, StreamOverflow
 from agent_runtime._key import AgentKey
 from agent_runtime._wakeup import AsyncWaiters
+from agent_runtime.event_stream._counted import CountedCondition
 from agent_runtime.event_stream._gap_queue import GapQueue, StreamStats
 from agent_runtime.event_stream._timers import deadline_after, remaining
 from agent_runtime.event_stream._watchdog import Watchdog
@@ -113,8 +114,8 @@ class EventStream:
         self._run_id = run_id
         self._agent = None if agent is None else AgentKey.of(agent)
         self._lock = threading.Lock()
-        self._readable = threading.Condition(self._lock)  # an item or the terminal is available
-        self._writable = threading.Condition(self._lock)  # space freed, or the stream ended
+        self._readable = CountedCondition(self._lock)  # an item or the terminal is available
+        self._writable = CountedCondition(self._lock)  # space freed, or the stream ended
         self._ended = threading.Event()
         self._async_readable = AsyncWaiters()
         self._async_writable = AsyncWaiters()

@@ -66,7 +66,7 @@ def seqs(events: list[Event]) -> list[Any]:
 
 def blocked_pushers(stream: EventStream) -> int:
     """White box: how many threads wait for space (to start a test once a pusher is parked)."""
-    return len(stream._writable._waiters)  # type: ignore[attr-defined]
+    return stream._writable.waiting  # type: ignore[attr-defined]
 
 
 def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
