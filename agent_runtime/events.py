@@ -54,7 +54,8 @@ __all__ = [
 
 _Key = Annotated[AgentKey, AfterValidator(AgentKey.of)]
 
-_DEFERRED_SET = frozenset({"agent", "run_id", "seq", "ts", "delta"})
+
+_set = object.__setattr__  # how a frozen model's slots are filled without validation
 
 # Taken only to swap a deferred MessageUpdate's message in (once per event that is read).
 _SWAPPING = threading.Lock()
@@ -97,6 +98,19 @@ class MessageDelta(BaseModel):
     content_index: int
     delta: str
 
+    @classmethod
+    def of(
+        cls, kind: Literal["text", "thinking", "tool_call"], content_index: int, delta: str
+    ) -> MessageDelta:
+        """`MessageDelta(kind=..., content_index=..., delta=...)` from values the caller
+        guarantees (a run's own builder): not validated again, once per streamed token."""
+        made = cls.__new__(cls)
+        _set(made, "__dict__", {"kind": kind, "content_index": content_index, "delta": delta})
+        _set(made, "__pydantic_fields_set__", {"kind", "content_index", "delta"})
+        _set(made, "__pydantic_extra__", None)
+        _set(made, "__pydantic_private__", None)
+        return made
+
 
 class MessageUpdate(_EventBase):
     """The streaming assistant message grew by `delta`; `message` is its state after the delta.
@@ -126,12 +140,21 @@ class MessageUpdate(_EventBase):
         # What model_construct does, without its generic work (defaults, private-attr setup):
         # this runs once per streamed token.
         event = cls.__new__(cls)
-        fields: dict[str, Any] = {"agent": agent, "run_id": run_id, "seq": seq, "ts": time.time()}
-        fields["type"], fields["delta"] = "message_update", delta
-        object.__setattr__(event, "__dict__", fields)
-        object.__setattr__(event, "__pydantic_fields_set__", set(_DEFERRED_SET))
-        object.__setattr__(event, "__pydantic_extra__", None)
-        object.__setattr__(event, "__pydantic_private__", {"_snapshot": snapshot})
+        _set(
+            event,
+            "__dict__",
+            {
+                "agent": agent,
+                "run_id": run_id,
+                "seq": seq,
+                "ts": time.time(),
+                "type": "message_update",
+                "delta": delta,
+            },
+        )
+        _set(event, "__pydantic_fields_set__", {"agent", "run_id", "seq", "ts", "delta"})
+        _set(event, "__pydantic_extra__", None)
+        _set(event, "__pydantic_private__", {"_snapshot": snapshot})
         return event
 
     def __getattr__(self, name: str) -> Any:

@@ -90,7 +90,8 @@ class RunDriver:
                         self._flush()
                     self.last_seq = event.seq
                     self._apply(event)
-                await shell.fan_out(event)
+                if shell.subscriptions or shell.parent is not None:  # else nobody to hand it to
+                    await shell.fan_out(event)
         except asyncio.CancelledError:
             if self.terminal is None:
                 self._stopped_mid_run()

@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_runtime._trusted import trusted
 from agent_runtime.abort import Aborted, AbortSignal
 from agent_runtime.events import (
     Event,
@@ -132,9 +133,8 @@ async def build_request(
         violations = transcript.violations()
         if violations:
             return None, violations
-        request = ChatRequest.model_construct(
-            messages=list(messages), response_schema=None, **fields
-        )
+        fields["messages"], fields["response_schema"] = list(messages), None
+        request = trusted(ChatRequest, fields)
         request.mark_vision(transcript.vision)
         return request, []
     sent = list(messages)
@@ -155,11 +155,11 @@ def _delta(chunk: StreamChunk, index: int | None) -> MessageDelta | None:
     if index is None:
         return None
     if isinstance(chunk, TextDelta):
-        return MessageDelta(kind="text", content_index=index, delta=chunk.text)
+        return MessageDelta.of("text", index, chunk.text)
     if isinstance(chunk, ThinkingDelta):
-        return MessageDelta(kind="thinking", content_index=index, delta=chunk.text)
+        return MessageDelta.of("thinking", index, chunk.text)
     if isinstance(chunk, ToolCallDelta):
-        return MessageDelta(kind="tool_call", content_index=index, delta=chunk.arguments)
+        return MessageDelta.of("tool_call", index, chunk.arguments)
     return None
 
 
