@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from agent_runtime._trusted import trusted
 from agent_runtime.abort import Aborted, AbortSignal
 from agent_runtime.events import AgentEnd, EventAdapter, MessageDelta, MessageUpdate
 from agent_runtime.llm._abortable import iterate_abortable
@@ -190,3 +192,42 @@ def test_a_vision_mark_holds_for_its_own_messages_only() -> None:
     image = UserMessage(content=[ImageContent(data="aGk=", mime_type="image/png")])
     copy = request.model_copy(update={"messages": [*request.messages, image]})
     assert "vision" in needed_capabilities(copy) and "vision" not in needed_capabilities(request)
+
+
+@given(
+    kind=st.sampled_from(["text", "thinking", "tool_call"]),
+    index=st.integers(min_value=0, max_value=10_000),
+    text=st.text(),
+)
+def test_a_delta_made_without_validation_is_the_validated_one(
+    kind: Any, index: int, text: str
+) -> None:
+    fast = MessageDelta.of(kind, index, text)
+    slow = MessageDelta(kind=kind, content_index=index, delta=text)
+    assert fast == slow
+    assert fast.model_dump_json() == slow.model_dump_json()
+    assert fast.model_fields_set == slow.model_fields_set
+    assert MessageDelta.model_validate_json(fast.model_dump_json()) == slow
+    with pytest.raises(ValidationError):
+        fast.delta = "changed"  # type: ignore[misc]  # frozen, like any event part
+
+
+def test_a_trusted_model_serialises_in_field_order_and_names_a_missing_field() -> None:
+    messages: list[Message] = [UserMessage(content="hi")]
+    fields: dict[str, Any] = {
+        "reasoning": None,
+        "messages": messages,
+        "system": "s",
+        "tools": [],
+        "tool_choice": None,
+        "temperature": None,
+        "max_output_tokens": None,
+        "response_schema": None,
+    }
+    made = trusted(ChatRequest, fields)
+    validated = ChatRequest(messages=messages, system="s")
+    assert made == validated
+    assert made.model_dump_json() == validated.model_dump_json()
+    del fields["system"]
+    with pytest.raises(KeyError, match="system"):
+        trusted(ChatRequest, fields)
