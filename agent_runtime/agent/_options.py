@@ -7,13 +7,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_runtime.config import QueueMode, RuntimeConfig, ThinkingLevel
-from agent_runtime.llm.base import ChatModel
+from agent_runtime.llm.base import BaseChatModel, ChatModel
 from agent_runtime.llm.factory import from_config
 from agent_runtime.loop.types import RetryPolicy
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.tools import Tool, ToolRegistry, check_unique
 
 Restart = Literal["temporary", "transient"]
+
+
+_CONFORMING_MODELS: set[type] = set()  # types found to be ChatModels (not BaseChatModel's)
 
 
 class AgentOptions(BaseModel):
@@ -43,11 +46,17 @@ class AgentOptions(BaseModel):
     abort_grace: float = Field(0.25, ge=0)
     follow_up_poll: float = Field(0.05, ge=0)
 
-    @field_validator("model", mode="before")
+    @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
     @classmethod
     def _check_model(cls, value: object) -> object:
+        # The runtime-checkable Protocol's isinstance costs ~15 us: the project's own base
+        # class, and each type once found to conform, pass without it.
+        kind = type(value)
+        if isinstance(value, BaseChatModel) or kind in _CONFORMING_MODELS:
+            return value
         if not isinstance(value, ChatModel):
             raise TypeError(f"model must be a ChatModel, not {type(value).__name__}")
+        _CONFORMING_MODELS.add(kind)
         return value
 
     @field_validator("tools", mode="before")

@@ -359,6 +359,49 @@ def test_a_bad_option_is_rejected_with_its_name(
     assert runtime.registry.count() == 0
 
 
+class DuckModel:
+    """A ChatModel by shape only (no BaseChatModel): the Protocol decides."""
+
+    def __init__(self) -> None:
+        self.inner = ScriptedModel(["quack"])
+        self.info = self.inner.info
+
+    async def generate(self, request: Any, *, signal: Any = None) -> Any:
+        return await self.inner.generate(request, signal=signal)
+
+    def stream(self, request: Any, *, signal: Any = None) -> Any:
+        return self.inner.stream(request, signal=signal)
+
+    async def prompt(self, text: str, system: str | None = None, *, signal: Any = None) -> str:
+        return await self.inner.prompt(text, system, signal=signal)
+
+    def generate_sync(self, request: Any, *, signal: Any = None, timeout: Any = None) -> Any:
+        return self.inner.generate_sync(request, signal=signal, timeout=timeout)
+
+    def prompt_sync(self, text: str, system: str | None = None, *, timeout: Any = None) -> str:
+        return self.inner.prompt_sync(text, system, timeout=timeout)
+
+
+class NotQuiteModel:
+    """Has `info` and `stream`, lacks the rest."""
+
+    info = ScriptedModel().info
+
+    def stream(self, request: Any) -> Any:
+        raise AssertionError("never called")
+
+
+def test_a_model_of_the_protocol_s_shape_is_accepted_and_one_short_of_it_is_not(
+    runtime: Runtime,
+) -> None:
+    for index in range(2):  # the second time, its type is known to conform
+        agent = runtime.start_agent(("s", "duck", index), model=DuckModel())
+        assert agent.run("hi", timeout=10).text == "quack"
+    for _ in range(2):
+        with pytest.raises(TypeError, match="model must be a ChatModel, not NotQuiteModel"):
+            runtime.start_agent(("s", "short", 0), model=NotQuiteModel())
+
+
 def test_agent_options_are_a_frozen_typed_model(runtime: Runtime) -> None:
     options = AgentOptions.build(
         runtime.config, {"model": ScriptedModel(), "tools": [echo]}, tools=runtime.tools
