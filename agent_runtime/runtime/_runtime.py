@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Generator
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from agent_runtime.memory import SessionMemory, SessionWriter
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.runtime._holder import TableOwner
 from agent_runtime.runtime._subagents import Subagents
-from agent_runtime.telemetry import configure_logging
+from agent_runtime.telemetry import configure_logging as configure_structlog
 from agent_runtime.tools import ToolRegistry
 from supervisors import (
     AsyncTaskSupervisor,
@@ -41,6 +42,34 @@ log = structlog.get_logger(__name__)
 CHILD_IDS = ("abort_table", "registry", "subagents", "loop_tasks", "tool_tasks")
 
 _runtime_ids = itertools.count(1)
+
+STOPPING = "runtime_stopping"
+"""The abort reason, and so the `Canceled` reason, of the runs a runtime's stop ends."""
+
+
+class AsyncStart:
+    """What `Runtime.astart()` returns: await it for the runtime, or use it as an async
+    context manager (the runtime stops with `astop` on exit)."""
+
+    def __init__(self, start: Callable[[], Runtime]) -> None:
+        self._start = start
+        self._runtime: Runtime | None = None
+
+    def __await__(self) -> Generator[Any, None, Runtime]:
+        return asyncio.to_thread(self._start).__await__()
+
+    async def __aenter__(self) -> Runtime:
+        self._runtime = await asyncio.to_thread(self._start)
+        return self._runtime
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._runtime is not None:
+            await self._runtime.astop()
 
 
 class Runtime:
@@ -77,11 +106,15 @@ class Runtime:
         config: RuntimeConfig | str | os.PathLike[str] | None = None,
         *,
         name: str | None = None,
+        configure_logging: bool = True,
     ) -> Runtime:
-        """Start a runtime: configure logging (unless the application did), start the tree.
+        """Start a runtime: configure logging (see below), then start the tree.
 
         `config` is a RuntimeConfig, a path to a TOML file, or None for `load_config()`
-        (config/runtime.toml and `AGENT_RUNTIME_*` overrides).
+        (config/runtime.toml and `AGENT_RUNTIME_*` overrides). With `configure_logging`
+        (the default) structlog is set up from `[telemetry]` unless the application
+        configured it first, which is never overridden; `False` leaves structlog and
+        logging alone. Blocks while the tree starts: from asyncio use `astart`.
 
         Raises:
             ConfigError: the configuration is invalid.
@@ -93,11 +126,25 @@ class Runtime:
             raise TypeError(
                 f"config must be a RuntimeConfig, a path or None, not {type(config).__name__}"
             )
-        configure_logging(config.telemetry)
+        if configure_logging:
+            configure_structlog(config.telemetry)
         runtime = cls(config, name or f"runtime-{next(_runtime_ids)}")
         runtime._start_tree()
         log.info("runtime.started", runtime=runtime.name)
         return runtime
+
+    @classmethod
+    def astart(
+        cls,
+        config: RuntimeConfig | str | os.PathLike[str] | None = None,
+        *,
+        name: str | None = None,
+        configure_logging: bool = True,
+    ) -> AsyncStart:
+        """`start` for asyncio hosts, on a worker thread so the host's loop goes on:
+        `runtime = await Runtime.astart(...)`, or `async with Runtime.astart(...) as runtime:`
+        (stopped with `astop` on exit). Errors are those of `start`, raised when awaited."""
+        return AsyncStart(lambda: cls.start(config, name=name, configure_logging=configure_logging))
 
     def _start_tree(self) -> None:
         sup = self.config.supervision
@@ -241,7 +288,9 @@ class Runtime:
             self._stopped = True
         started = time.monotonic()
         deadline = started + timeout
-        aborted = self.abort_table.abort_all("runtime_stopped")
+        # Every running run ends with Canceled("runtime_stopping") at its subscribers, within
+        # its abort grace: an SSE client sees a terminal before the tree goes away.
+        aborted = self.abort_table.abort_all(STOPPING)
         # Let aborted runs pair their tool calls (abort grace) before their loop goes away.
         for agent in self.subagents.list():
             with contextlib.suppress(TimeoutError, AgentStopped):  # stopped meanwhile: fine
@@ -263,6 +312,22 @@ class Runtime:
             aborted_signals=aborted,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    async def astop(self, timeout: float = 10.0) -> None:
+        """`stop` for asyncio hosts: the stop runs on a worker thread and the host's loop goes
+        on meanwhile (every open run's subscribers get its `Canceled` first, as with `stop`).
+
+        Raises:
+            TimeoutError: as `stop`.
+            RuntimeError: awaited on this runtime's own event loop (from one of its tools).
+        """
+        loop_tasks = self._loop_tasks
+        if loop_tasks is not None and asyncio.get_running_loop() is loop_tasks.loop:
+            raise RuntimeError(
+                "Runtime.astop() awaited on the runtime's own event loop (from a tool): "
+                "a runtime cannot wait for its own loop to stop"
+            )
+        await asyncio.to_thread(self.stop, timeout)
 
     def __enter__(self) -> Runtime:
         return self

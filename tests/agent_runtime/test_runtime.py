@@ -91,7 +91,7 @@ def test_stop_aborts_signals_and_leaves_no_thread_behind() -> None:
     rt.loop_tasks.submit(noop()).result(timeout=5)
     assert len(set(threading.enumerate()) - before) >= 5
     rt.stop(timeout=10)
-    assert signal.aborted and signal.reason == "runtime_stopped"
+    assert signal.aborted and signal.reason == "runtime_stopping"
     assert not rt.alive
     wait_until(lambda: not (set(threading.enumerate()) - before), timeout=5)
     rt.stop()  # idempotent
