@@ -343,20 +343,13 @@ class EventStream:
                 return
 
     async def __aiter__(self) -> AsyncIterator[Event]:
-        """`__iter__` for asyncio: waiting for events never blocks the event loop."""
+        """`__iter__` for asyncio: waiting for events never blocks the event loop, and events
+        are taken in batches, yielding to the loop once per batch (as `apull_many`)."""
         while True:
-            with self._lock:
-                taken = self._take_locked()
-                if taken is None:
-                    fut = self._async_readable.add_locked()
-            if taken is None:
-                await self._await(fut, self._async_readable, None)
-                continue
-            marker, item = taken
-            if marker is not None:
-                yield marker
-            yield item
-            if item is self._terminal:
+            batch = await self._take_batch(256, None, once=False)
+            for item in batch:
+                yield item
+            if batch[-1] is self._terminal:
                 return
 
     def pull_many(self, max_items: int = 256, timeout: float | None = None) -> list[Event]:
@@ -372,23 +365,69 @@ class EventStream:
         if max_items < 1:
             raise ValueError(f"invalid max_items {max_items!r} (expected an int >= 1)")
         deadline = deadline_after(timeout, "pull timeout")
-        out: list[Event] = []
         with self._lock:
             while not self._pulled_end:
-                count = 0
-                while count < max_items and (taken := self._take_locked()) is not None:
-                    marker, item = taken
-                    if marker is not None:
-                        out.append(marker)
-                    out.append(item)
-                    count += 1
-                    if item is self._terminal:
-                        self._pulled_end = True
-                        break
+                out = self._take_many_locked(max_items)
+                if out:
+                    self._pulled_end = out[-1] is self._terminal
+                    return out
                 left = remaining(deadline)
-                if out or (left is not None and left <= 0):
+                if left is not None and left <= 0:
                     break
                 self._readable.wait(left)
+        return []
+
+    async def apull_many(self, max_items: int = 256, timeout: float | None = None) -> list[Event]:
+        """`pull_many` for asyncio: waiting never blocks the event loop, and a batch that was
+        ready at once is handed out after one turn of the loop (`sleep(0)`), so a reader that
+        never waits still lets the rest of its loop run between batches.
+
+        Raises:
+            ValueError: as `pull_many`.
+        """
+        if max_items < 1:
+            raise ValueError(f"invalid max_items {max_items!r} (expected an int >= 1)")
+        return await self._take_batch(max_items, deadline_after(timeout, "pull timeout"))
+
+    async def _take_batch(
+        self, max_items: int, deadline: float | None, *, once: bool = True
+    ) -> list[Event]:
+        """A batch for an async reader (`[]` on timeout). `once`: the terminal is handed out
+        once per stream (`apull_many`), else once per reader (`async for`)."""
+        waited = False
+        while True:
+            with self._lock:
+                if once and self._pulled_end:
+                    return []
+                out = self._take_many_locked(max_items)
+                if out:
+                    if once:
+                        self._pulled_end = out[-1] is self._terminal
+                    break
+                left = remaining(deadline)
+                if left is not None and left <= 0:
+                    return []
+                fut = self._async_readable.add_locked()
+            with contextlib.suppress(TimeoutError):  # the next take returns what there is
+                await self._await(fut, self._async_readable, left)
+            waited = True
+        if not waited:  # the loop has not had a turn since the last batch: give it one
+            await asyncio.sleep(0)
+        return out
+
+    def _take_many_locked(self, max_items: int) -> list[Event]:
+        """Up to `max_items` events, each after its gap marker, ending with the terminal if
+        it is reached."""
+        out: list[Event] = []
+        count = 0
+        while count < max_items and (taken := self._take_locked()) is not None:
+            marker, item = taken
+            if marker is not None:
+                out.append(marker)
+            out.append(item)
+            count += 1
+            if item is self._terminal:
+                break
         return out
 
     def result(self, timeout: float | None = None) -> list[Message]:

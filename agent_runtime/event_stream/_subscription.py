@@ -113,17 +113,49 @@ class Subscription:
         yield from self._read(None)
 
     async def __aiter__(self) -> AsyncIterator[Event]:
-        """`__iter__` for asyncio (never blocks the event loop)."""
-        while self._buffer:
-            yield self._buffer.popleft()
-        if self._finished:
-            return
-        async for event in self.stream:
-            if event is self.stream.terminal:
-                self._finished = True
-                self._check_end(event)
-                return
+        """`__iter__` for asyncio: waiting never blocks the event loop, and events are taken
+        in batches, with one turn of the loop between batches that were ready at once.
+
+        Raises:
+            StreamOverflow: as `__iter__`.
+        """
+        while (event := await self._anext(None)) is not None:
             yield event
+
+    async def auntil_end(
+        self, timeout: float | None = None, *, run_id: str | None = None
+    ) -> AsyncIterator[Event]:
+        """`until_end` for asyncio (`async for event in sub.auntil_end(...)`): the same
+        events and errors; waiting never blocks the event loop.
+
+        Raises:
+            TimeoutError, StreamOverflow: as `until_end`.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (event := await self._anext(deadline)) is not None:
+            yield event
+            if self._ends_run(event, run_id):
+                return
+        if not self._finished:
+            raise TimeoutError("no event within the timeout")
+
+    async def _anext(self, deadline: float | None) -> Event | None:
+        """The next event for an async reader; None at the end or on timeout (then not
+        `_finished`). Raises StreamOverflow at an overflow's end, after the buffered events."""
+        if self._finished:
+            return None
+        if not self._buffer:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            batch = await self.stream.apull_many(256, timeout=left)
+            if not batch:
+                return None
+            self._buffer.extend(batch)
+        event = self._buffer.popleft()
+        if event is self.stream.terminal:
+            self._finished = True
+            self._check_end(event)
+            return None
+        return event
 
     def until_end(
         self, timeout: float | None = None, *, run_id: str | None = None
