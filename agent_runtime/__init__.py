@@ -17,7 +17,7 @@ from agent_runtime._errors import (
 )
 from agent_runtime._key import AgentKey
 from agent_runtime.abort import Aborted, AbortSignal, AbortTable
-from agent_runtime.agent import Agent, AgentOptions, AgentState, RunResult
+from agent_runtime.agent import Agent, AgentOptions, AgentState, RunEvents, RunResult
 from agent_runtime.agent._delegate import delegate
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.event_stream import EventStream, StreamStats
@@ -107,6 +107,7 @@ __all__ = [
     "AgentState",
     "AgentStopped",
     "CannotContinue",
+    "RunEvents",
     "RunResult",
     "Subscription",
     "AgentContext",

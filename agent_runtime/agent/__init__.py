@@ -7,6 +7,7 @@ from agent_runtime.agent._delegate import delegate
 from agent_runtime.agent._handle import Agent
 from agent_runtime.agent._host import AgentHost
 from agent_runtime.agent._options import AgentOptions
+from agent_runtime.agent._run_events import RunEvents
 from agent_runtime.agent._state import AgentState, RunResult, run_result
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "AgentOptions",
     "AgentState",
     "AgentStopped",
+    "RunEvents",
     "RunResult",
     "delegate",
     "run_result",

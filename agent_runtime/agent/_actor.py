@@ -287,9 +287,9 @@ class AgentActor(SupervisedActor):
         if time.monotonic() - self.ended_ok_at <= self.shell.options.follow_up_poll:
             self._start_follow_up()
 
-    def _on_abort(self, reason: str) -> bool:
+    def _on_abort(self, reason: str, run_id: str | None = None) -> bool:
         run = self.run
-        if run is None:
+        if run is None or (run_id is not None and run.view.run_id != run_id):
             return False
         run.view.signal.abort(reason)
         for child in self.shell.children():

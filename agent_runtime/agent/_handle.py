@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, get_args
 
 import pykka
@@ -15,6 +15,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime.agent._calls import ActorCalls
 from agent_runtime.agent._history import as_messages
 from agent_runtime.agent._run import Queued, RunView
+from agent_runtime.agent._run_events import RunEvents
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.agent._state import AgentState, RunResult, run_result
 from agent_runtime.config import QueueMode
@@ -183,6 +184,23 @@ class Agent:
             raise TimeoutError(f"run {view.run_id} did not end within {timeout}s") from None
         return run_result(view.run_id, terminal)
 
+    async def await_idle(self, timeout: float | None = None) -> None:
+        """`wait_for_idle` for asyncio callers: waiting never blocks the event loop.
+
+        Raises:
+            TimeoutError: still running after `timeout` seconds.
+            AgentStopped: the agent was stopped before the call.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            ended = await self._calls.acall("idle_future")
+            if ended is None:
+                return
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            done, _ = await asyncio.wait([asyncio.wrap_future(ended)], timeout=left)
+            if not done:
+                raise TimeoutError(f"agent {tuple(self.key)!r} still running after {timeout}s")
+
     def stream(self, input: str | Message | Sequence[Message]) -> Iterator[Event]:
         """Subscribe, prompt, and yield events until this run's end (inclusive), including
         events of subagents it delegates to (tagged with their keys).
@@ -198,17 +216,35 @@ class Agent:
         finally:
             sub.close()
 
-    async def astream(self, input: str | Message | Sequence[Message]) -> AsyncIterator[Event]:
-        """`stream` for asyncio callers."""
-        sub = await self._asubscribe(1000, "block", 30.0)
+    def astream(
+        self, input: str | Message | Sequence[Message], *, abort_on_close: bool = False
+    ) -> RunEvents:
+        """`stream` for asyncio callers: `async for event in agent.astream(input)`.
+
+        The run starts here, eagerly: `AgentBusy` (and every other start error) is raised by
+        this call, before any event is awaited (an HTTP handler can still answer 409). The
+        iterator yields the run's events up to its end, inclusive (delegates' included),
+        waiting without blocking the loop and yielding to it between batches. Abandoning it
+        before the end (`aclose()`, `break` then dropping it, or garbage collection) closes its
+        subscription at once; the run goes on, unless `abort_on_close=True`, which aborts it
+        (reason `stream_closed`): use that when the reader is a client that went away.
+
+        Raises:
+            AgentBusy: a run is in progress.
+            AgentStopped: the agent was stopped.
+            TypeError: `input` is not a str, a Message or a list of Messages.
+        """
+        prompts = as_messages(input)
+        sub = self.subscribe(1000, "block", 30.0)
         try:
-            run_id = (await self._astart(input)).run_id
-            async for event in sub:
-                yield event
-                if _ends(event, self.key, run_id):
-                    return
-        finally:
+            run_id = self._start(prompts).run_id
+        except BaseException:
             sub.close()
+            raise
+        return RunEvents(self.key, sub, run_id, self._abort_run, abort_on_close)
+
+    def _abort_run(self, reason: str, run_id: str) -> None:
+        self._calls.tell("abort", reason, run_id)
 
     def subscribe(
         self, max_queue: int = 1000, overflow: OverflowPolicy = "block", block_timeout: float = 30.0
@@ -275,6 +311,17 @@ class Agent:
             self.abort("reset")
             self.wait_for_idle(10.0)
 
+    async def areset(self) -> None:
+        """`reset` for asyncio callers: waiting for an aborted run never blocks the loop.
+
+        Raises:
+            AgentStopped: the agent was stopped.
+            TimeoutError: the aborted run did not end within 10 s.
+        """
+        while not await self._calls.acall("reset"):  # a run is in progress: end it first
+            await self._calls.acall("abort", "reset")
+            await self.await_idle(10.0)
+
     def set_system_prompt(self, prompt: str) -> None:
         """Use `prompt` from the next model call on (also mid-run)."""
         if not isinstance(prompt, str):
@@ -310,6 +357,10 @@ class Agent:
     def stop(self) -> None:
         """Abort the run, stop the agent and its spawned subagents; idempotent."""
         self._shell.host.stop_agent(self)
+
+    async def astop(self) -> None:
+        """`stop` for asyncio callers: it runs on a worker thread, the loop goes on."""
+        await asyncio.to_thread(self.stop)
 
     def __repr__(self) -> str:
         return f"<Agent {tuple(self.key)} alive={self.alive}>"

@@ -6,14 +6,15 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import structlog
 
-from agent_runtime import Runtime
+from agent_runtime import AgentBusy, Runtime
 from agent_runtime.config import MemoryConfig, RuntimeConfig
-from agent_runtime.events import Canceled
+from agent_runtime.events import AgentEnd, Canceled, Event, MessageUpdate, is_terminal
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.runtime import _runtime
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
@@ -131,3 +132,138 @@ def test_the_default_never_overrides_the_application_s_logging() -> None:
             assert structlog.get_config()["processors"] is ours
     finally:
         structlog.reset_defaults()
+
+
+# -- astream, async subscriptions ---------------------------------------------------------------
+
+
+@pytest.fixture
+def runtime() -> Iterator[Runtime]:
+    rt = Runtime.start(CONFIG)
+    yield rt
+    rt.stop()
+
+
+def chunks(n: int, delay: float = 0.0) -> ScriptedModel:
+    return ScriptedModel([ScriptedTurn(chunks=["x"] * n, chunk_delay=delay)])
+
+
+def test_astream_starts_the_run_when_called_and_raises_busy_there(runtime: Runtime) -> None:
+    model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=60.0)])
+    agent = runtime.start_agent(("s", "a", 0), model=model, memory=MemoryPolicy.none())
+
+    async def main() -> None:
+        events = agent.astream("first")  # started here, before anything is awaited
+        assert agent.state().is_running
+        with pytest.raises(AgentBusy):
+            agent.astream("second")
+        await events.aclose()
+        agent.abort()
+        await agent.await_idle(10)
+
+    asyncio.run(main())
+
+
+def test_astream_yields_the_run_to_its_end(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "a", 0), model=chunks(5), memory=MemoryPolicy.none())
+
+    async def main() -> list[Event]:
+        return [event async for event in agent.astream("go")]
+
+    events = asyncio.run(main())
+    assert isinstance(events[-1], AgentEnd)
+    assert sum(isinstance(e, MessageUpdate) for e in events) == 5
+
+
+def test_a_stream_broken_out_of_and_dropped_never_holds_the_run(runtime: Runtime) -> None:
+    # 3,000 updates overflow the stream's 1,000-event buffer: a reader still subscribed
+    # would hold the run for its 30 s block_timeout; dropped, it is unsubscribed at once.
+    agent = runtime.start_agent(("s", "a", 0), model=chunks(3000), memory=MemoryPolicy.none())
+
+    async def main() -> None:
+        async for _ in agent.astream("go"):
+            break
+        await agent.await_idle(10)
+
+    asyncio.run(main())
+    assert agent.state().error is None
+
+
+@pytest.mark.parametrize("abort_on_close", [False, True])
+def test_closing_a_stream_aborts_its_run_only_when_asked(
+    runtime: Runtime, abort_on_close: bool
+) -> None:
+    agent = runtime.start_agent(("s", "a", 0), model=chunks(50, 0.01), memory=MemoryPolicy.none())
+    watcher = agent.subscribe()
+
+    async def main() -> None:
+        events = agent.astream("go", abort_on_close=abort_on_close)
+        await anext(events)
+        await events.aclose()
+        await agent.await_idle(10)
+
+    asyncio.run(main())
+    terminal = [e for e in watcher.until_end(timeout=10) if is_terminal(e)]
+    if abort_on_close:
+        assert isinstance(terminal[0], Canceled) and terminal[0].reason == "stream_closed"
+    else:
+        assert isinstance(terminal[0], AgentEnd)
+
+
+def test_async_reading_of_a_backlog_lets_the_host_loop_run_between_batches(
+    runtime: Runtime,
+) -> None:
+    agent = runtime.start_agent(("s", "a", 0), model=chunks(2000), memory=MemoryPolicy.none())
+    sub = agent.subscribe(max_queue=5000)
+    agent.run("go", timeout=30)  # the whole run is buffered now
+
+    async def main() -> tuple[int, int]:
+        ticks = 0
+        stop = False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        read = 0
+        async for _ in sub.auntil_end(timeout=10):
+            read += 1
+        stop = True
+        await task
+        return read, ticks
+
+    read, ticks = asyncio.run(main())
+    assert read > 2000
+    assert ticks >= read // 256  # one turn of the host loop per batch at least
+
+
+def test_auntil_end_times_out_like_until_end(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "a", 0), model=ScriptedModel(), memory=MemoryPolicy.none())
+    sub = agent.subscribe()
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            async for _ in sub.auntil_end(timeout=0.05):
+                pass
+
+    asyncio.run(main())
+
+
+def test_areset_and_astop_never_block_the_loop(runtime: Runtime) -> None:
+    model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=60.0), "after"])
+    agent = runtime.start_agent(("s", "a", 0), model=model, memory=MemoryPolicy.none())
+
+    async def main() -> None:
+        events = agent.astream("go")
+        await anext(events)
+        await agent.areset()  # aborts the run and waits for its end without blocking
+        assert agent.state().messages == [] and not agent.state().is_running
+        assert (await agent.arun("again", timeout=10)).text == "after"
+        await agent.astop()
+        assert not agent.alive
+
+    asyncio.run(main())
