@@ -1,0 +1,214 @@
+"""Agent runs streamed as Server-Sent Events from a Starlette app under uvicorn.
+
+    python examples/starlette_sse.py --port 8000
+    curl -N -X POST localhost:8000/runs -d '{"session": "s1", "prompt": "hello"}'
+
+What it shows:
+- one `Runtime` per process, started and stopped in the app's lifespan with `Runtime.astart`
+  (the start and the stop run on a worker thread; the server's loop goes on);
+- `agent.astream(prompt, abort_on_close=True)` called in the handler: the run starts there, so
+  a busy agent is answered with 409 before any response header is sent, and a client that goes
+  away aborts its run (its tool calls still get their results, as for any abort);
+- on SIGINT/SIGTERM every open stream first gets its run's `Canceled(reason="runtime_stopping")`
+  as a last event, then the server stops (uvicorn waits for open responses, which now end);
+- `/healthz` answers from the server's loop however many streams are open; `/lag` reports the
+  loop's worst lag (`?reset=1` starts a new measurement).
+
+The model is offline by default: a scripted model that calls an async tool, then streams
+`chunks` words `delay` seconds apart (both query parameters of `/runs`). Set
+`AGENT_RUNTIME_EXAMPLE_PROFILE` to a profile name of your `config/runtime.toml` to talk to a
+real model instead. `/control` streams the same number of events, made on the server's own
+loop without the library: the baseline for the loop's lag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from agent_runtime import AgentBusy, Runtime, ToolContext, tool
+from agent_runtime.config import MemoryConfig, RuntimeConfig, SupervisionConfig, TelemetryConfig
+from agent_runtime.events import Event, MessageDelta, MessageUpdate
+from agent_runtime.llm import ChatModel, from_config
+from agent_runtime.memory import MemoryPolicy
+from agent_runtime.messages import AssistantMessage, TextContent, ToolCall
+from agent_runtime.testing import ScriptedModel, ScriptedTurn
+
+
+@tool
+async def lookup(ctx: ToolContext, topic: str) -> str:
+    """Look a topic up (an async tool: it runs on the runtime's loop, not the server's)."""
+    await asyncio.sleep(0.01)
+    return f"notes on {topic}"
+
+
+def model_for(chunks: int, delay: float) -> ChatModel:
+    profile = os.environ.get("AGENT_RUNTIME_EXAMPLE_PROFILE")
+    if profile:
+        return from_config(profile)
+    call = ToolCall(id="lookup-1", name="lookup", arguments={"topic": "the question"})
+    return ScriptedModel(
+        [
+            ScriptedTurn(tool_calls=[call]),
+            ScriptedTurn(chunks=[f"word{i} " for i in range(chunks)], chunk_delay=delay),
+        ]
+    )
+
+
+def sse(event: Event) -> str:
+    return f"event: {event.type}\ndata: {event.model_dump_json()}\n\n"
+
+
+class LagMonitor:
+    """The server loop's worst lag: how late a 10 ms sleep wakes up."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(0.01)
+            late = time.perf_counter() - started - 0.01
+            self.worst = max(self.worst, late)
+            if late > 0.05 and os.environ.get("LAGLOG"):
+                print(f"lag {late*1e3:.0f} ms at {time.time():.3f}", file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+lag = LagMonitor()
+state: dict[str, Runtime] = {}
+
+
+@asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    config = RuntimeConfig(
+        memory=MemoryConfig(store="memory"),
+        supervision=SupervisionConfig(max_agents=None),
+        telemetry=TelemetryConfig(log_level="warning"),
+    )
+    async with Runtime.astart(config) as runtime:
+        state["runtime"] = runtime
+        lag.start()
+        try:
+            yield
+        finally:
+            lag.stop()
+
+
+async def runs(request: Request) -> Response:
+    if os.environ.get("LAGLOG"):
+        print(f"req at {time.time():.3f}", file=sys.stderr, flush=True)
+    body = json.loads(await request.body() or b"{}")
+    session = str(body.get("session", "default"))
+    prompt = str(body.get("prompt", "hello"))
+    chunks = int(request.query_params.get("chunks", "20"))
+    delay = float(request.query_params.get("delay", "0.01"))
+    runtime = state["runtime"]
+    key = (session, "assistant", 0)
+    agent = runtime.registry.lookup(key)
+    if agent is None:
+        agent = runtime.start_agent(
+            key, model=model_for(chunks, delay), tools=[lookup], memory=MemoryPolicy.none()
+        )
+    try:
+        events = agent.astream(prompt, abort_on_close=True)
+    except AgentBusy as busy:
+        return JSONResponse({"error": str(busy)}, status_code=409)
+
+    async def body_stream() -> AsyncIterator[str]:
+        async with events:  # a client that goes away closes it: its run is aborted
+            async for event in events:
+                yield sse(event)
+
+    return StreamingResponse(body_stream(), media_type="text/event-stream")
+
+
+async def control(request: Request) -> Response:
+    """The same number of events as a run of `/runs`, made on this loop without the library."""
+    chunks = int(request.query_params.get("chunks", "20"))
+    delay = float(request.query_params.get("delay", "0.01"))
+
+    async def body_stream() -> AsyncIterator[str]:
+        text = ""
+        for i in range(chunks):
+            await asyncio.sleep(delay)
+            piece = f"word{i} "
+            text += piece
+            message = AssistantMessage(content=[TextContent(text=text)])
+            delta = MessageDelta(kind="text", content_index=0, delta=piece)
+            yield sse(MessageUpdate(message=message, delta=delta, run_id="control", seq=i))
+        yield "event: agent_end\ndata: {}\n\n"
+
+    return StreamingResponse(body_stream(), media_type="text/event-stream")
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+async def loop_lag(request: Request) -> Response:
+    worst = lag.worst
+    if request.query_params.get("reset"):
+        lag.worst = 0.0
+    return JSONResponse({"worst_lag": worst})
+
+
+app = Starlette(
+    routes=[
+        Route("/runs", runs, methods=["POST"]),
+        Route("/control", control, methods=["POST"]),
+        Route("/healthz", healthz),
+        Route("/lag", loop_lag),
+    ],
+    lifespan=lifespan,
+)
+
+
+class Server(uvicorn.Server):
+    """uvicorn, ending every open stream with its run's terminal before it waits for them."""
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        runtime = state.get("runtime")
+        if runtime is not None and not self.should_exit:
+            loop = asyncio.get_event_loop()
+            loop.call_soon_threadsafe(lambda: loop.create_task(runtime.astop()))
+        super().handle_exit(sig, frame)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    server = Server(config)
+    signal.signal(signal.SIGTERM, server.handle_exit)
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the SIGINT it handled
+        server.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""examples/starlette_sse.py under uvicorn on 127.0.0.1: 100 concurrent SSE clients and a
+`/healthz` poller. The server's loop lag stays within 2x of the same events made on the
+server's loop without the library, every stream gets exactly one terminal, and SIGINT ends
+every open stream with `Canceled(runtime_stopping)` and the server within 5 s."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("uvicorn", reason="needs uvicorn and starlette: pip install -e '.[dev]'")
+pytest.importorskip("starlette", reason="needs uvicorn and starlette: pip install -e '.[dev]'")
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "starlette_sse.py"
+TERMINALS = {"agent_end", "error", "canceled"}
+CLIENTS = 100
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the example did not start: {process.stderr.read()!r}")  # type: ignore[union-attr]
+            time.sleep(0.05)
+        yield Server(process, url)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+
+
+@dataclass
+class Stream:
+    events: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+    first_at: float | None = None
+
+    @property
+    def terminals(self) -> list[str]:
+        return [name for name, _ in self.events if name in TERMINALS]
+
+
+async def read_stream(
+    client: httpx.AsyncClient, url: str, session: str, stream: Stream
+) -> None:
+    name = ""
+    async with client.stream("POST", url, json={"session": session, "prompt": "hi"}) as resp:
+        assert resp.status_code == 200, await resp.aread()
+        async for line in resp.aiter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                if stream.first_at is None:
+                    stream.first_at = time.perf_counter()
+                stream.events.append((name, json.loads(line[6:])))
+
+
+async def load(server: Server, path: str, chunks: int) -> tuple[list[Stream], float, float]:
+    """CLIENTS concurrent streams of `path`; the worst /healthz latency and server loop lag."""
+    limits = httpx.Limits(max_connections=CLIENTS + 10)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+        await client.get(f"{server.url}/lag", params={"reset": "1"})
+        streams = [Stream() for _ in range(CLIENTS)]
+        url = f"{server.url}{path}?chunks={chunks}&delay=0.01"
+        tasks = [
+            asyncio.create_task(read_stream(client, url, f"{path}-{i}-{time.time()}", s))
+            for i, s in enumerate(streams)
+        ]
+        worst_health = 0.0
+        while not all(t.done() for t in tasks):
+            started = time.perf_counter()
+            await client.get(f"{server.url}/healthz")
+            worst_health = max(worst_health, time.perf_counter() - started)
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*tasks)
+        lag = (await client.get(f"{server.url}/lag")).json()["worst_lag"]
+    return streams, worst_health, float(lag)
+
+
+def test_100_streams_keep_the_host_loop_within_twice_the_control(server: Server) -> None:
+    control, control_health, control_lag = asyncio.run(load(server, "/control", 400))
+    assert all(s.terminals == ["agent_end"] for s in control)
+    runs, health, lag = asyncio.run(load(server, "/runs", 400))
+    for stream in runs:
+        assert stream.terminals == ["agent_end"]
+        assert stream.events[-1][0] == "agent_end"
+        seqs = [int(data["seq"]) for _, data in stream.events]  # type: ignore[call-overload]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        # 400 words, and the tool call of the first turn as one delta
+        assert sum(name == "message_update" for name, _ in stream.events) == 401
+    print(
+        f"loop lag: control {control_lag * 1e3:.0f} ms, library {lag * 1e3:.0f} ms; "
+        f"/healthz: control {control_health * 1e3:.0f} ms, library {health * 1e3:.0f} ms"
+    )
+    assert lag <= 2 * control_lag, (lag, control_lag)
+    assert health <= 2 * max(control_health, 0.05), (health, control_health)
+
+
+def test_sigint_ends_every_open_stream_with_a_terminal_and_the_server_within_5s(
+    server: Server,
+) -> None:
+    async def main() -> tuple[list[Stream], float]:
+        limits = httpx.Limits(max_connections=CLIENTS + 10)
+        async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+            streams = [Stream() for _ in range(CLIENTS)]
+            url = f"{server.url}/runs?chunks=5000&delay=0.01"
+            tasks = [
+                asyncio.create_task(read_stream(client, url, f"stop-{i}", s))
+                for i, s in enumerate(streams)
+            ]
+            deadline = time.monotonic() + 30
+            while not all(s.first_at for s in streams):
+                assert time.monotonic() < deadline, "not every stream started"
+                await asyncio.sleep(0.05)
+            server.process.send_signal(signal.SIGINT)
+            signalled = time.perf_counter()
+            await asyncio.wait_for(asyncio.gather(*tasks), 10)
+            exited = await asyncio.to_thread(server.process.wait, 10)
+            assert exited is not None
+            return streams, time.perf_counter() - signalled
+
+    streams, took = asyncio.run(main())
+    for stream in streams:
+        assert stream.terminals == ["canceled"]
+        assert stream.events[-1][1]["reason"] == "runtime_stopping"
+    assert took < 5, took
