@@ -50,6 +50,24 @@ OverflowPolicy = Literal["error", "drop_oldest", "drop_newest", "block"]
 _POLICIES: tuple[str, ...] = get_args(OverflowPolicy)
 
 
+# The classes of the `Event` union (an Annotated union: its first argument is the union).
+_EVENT_CLASSES: tuple[type, ...] = get_args(get_args(Event)[0])
+_EVENT_CLASS_SET = frozenset(_EVENT_CLASSES)
+
+
+def _check_event(event: object, method: str) -> None:
+    """Raise a TypeError naming the accepted types unless `event` is an `Event`.
+
+    The exact-type lookup comes first: it costs a hash, where `isinstance` on a tuple of
+    pydantic classes costs a microsecond per push."""
+    if type(event) not in _EVENT_CLASS_SET and not isinstance(event, _EVENT_CLASSES):
+        expected = ", ".join(cls.__name__ for cls in _EVENT_CLASSES)
+        raise TypeError(
+            f"EventStream.{method}() takes an event ({expected}; wrap your own data in"
+            f" CustomEvent(name, data)), not {type(event).__name__}: {event!r:.80}"
+        )
+
+
 class EventStream:
     """The bounded mailbox of one run: events in FIFO order, then exactly one terminal event.
 
@@ -183,7 +201,9 @@ class EventStream:
                 under `"block"`; the event was not accepted.
             StreamClosed: the stream has ended (also raised in a pusher blocked when it ends).
             ValueError: `timeout < 0`.
+            TypeError: `event` is not an `Event` (see `CustomEvent` for your own data).
         """
+        _check_event(event, "push")
         if self._ends_with(event):
             return self._end_with(event, strict=True)
         deadline = deadline_after(timeout, "push timeout")
@@ -199,8 +219,9 @@ class EventStream:
         """`push` for asyncio: same policies, returns and errors; waiting never blocks the loop.
 
         Raises:
-            StreamOverflow, StreamClosed, ValueError: as `push`.
+            StreamOverflow, StreamClosed, ValueError, TypeError: as `push`.
         """
+        _check_event(event, "apush")
         if self._ends_with(event):
             return self._end_with(event, strict=True)
         deadline = deadline_after(timeout, "push timeout")
@@ -223,8 +244,13 @@ class EventStream:
         new one. Both are counted in `stats().dropped` and reported to readers by a marker. After
         the end, the event is ignored (False). A terminal event ends the stream (True if this
         call ended it), so forwarding every event of `loop.run` here is safe; in a multi-run
-        stream it is always queued (True while the stream is open). Never raises.
+        stream it is always queued (True while the stream is open).
+
+        Raises:
+            TypeError: `event` is not an `Event` (the only error: overflow and the end
+                never raise here).
         """
+        _check_event(event, "push_async")
         if self._ends_with(event):
             return self._end_with(event, strict=False)
         policy: OverflowPolicy = "drop_oldest" if self._overflow == "drop_oldest" else "drop_newest"

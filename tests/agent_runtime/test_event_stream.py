@@ -29,6 +29,7 @@ from agent_runtime.event_stream._timers import pending_timers
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
+    CustomEvent,
     Error,
     Event,
     EventsDropped,
@@ -438,6 +439,46 @@ def test_a_terminal_cancels_the_owner_monitor(monkeypatch: pytest.MonkeyPatch) -
     assert not handles[0].cancelled
     stream.complete()
     assert handles[0].cancelled
+
+
+# -- what may be pushed ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [5, "text", {"type": "custom"}, None, UserMessage(content="x")])
+def test_pushing_a_non_event_raises_a_type_error_naming_the_expected_types(bad: object) -> None:
+    stream = EventStream()
+    for push in (stream.push, stream.push_async):
+        with pytest.raises(TypeError, match=r"takes an event \(AgentStart, .*CustomEvent"):
+            push(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="apush"):
+        asyncio.run(stream.apush(bad))  # type: ignore[arg-type]
+    assert stream.stats().accepted == 0 and not stream.done
+
+
+def test_a_non_event_is_refused_also_after_the_end_and_in_a_subscription_stream() -> None:
+    ended = EventStream()
+    ended.complete()
+    with pytest.raises(TypeError, match="not int"):
+        ended.push(1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not int"):
+        EventStream(multi_run=True).push_async(1)  # type: ignore[arg-type]
+
+
+def test_an_application_pushes_its_own_custom_events_through_the_stream() -> None:
+    stream = EventStream()
+    mine = CustomEvent(name="progress", data={"pct": 50, "steps": ["a", "b"]}, seq=1)
+    stream.push(ev(0))
+    assert stream.push(mine) is True
+    assert stream.push_async(CustomEvent(name="done", seq=2)) is True
+    stream.complete()
+    events = drain(stream)
+    assert events[1] is mine
+    assert [type(e).__name__ for e in events] == [
+        "TurnStart",
+        "CustomEvent",
+        "CustomEvent",
+        "AgentEnd",
+    ]
 
 
 # -- readers ---------------------------------------------------------------------------------
