@@ -12,6 +12,7 @@ from agent_runtime.abort import AbortSignal
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
+    CustomEvent,
     Error,
     MessageEnd,
     MessageUpdate,
@@ -366,6 +367,41 @@ def test_tool_updates_become_execution_update_events() -> None:
         < kinds.index("ToolExecutionUpdate")
         < kinds.index("ToolExecutionEnd")
     )
+
+
+def test_emitted_events_come_in_order_with_the_calls_updates_and_the_runs_identity() -> None:
+    @tool
+    def report(ctx: ToolContext) -> str:
+        """Report."""
+        ctx.emit("phase", {"name": "read"})
+        ctx.update("half")
+        ctx.emit("phase", {"name": "write"})
+        return "all"
+
+    events = drive(ScriptedModel([calls_turn(call("r", "report")), "ok"]), [report], run_id="run-7")
+    kinds = names(events)
+    start, end = kinds.index("ToolExecutionStart"), kinds.index("ToolExecutionEnd")
+    assert kinds[start + 1 : end] == ["CustomEvent", "ToolExecutionUpdate", "CustomEvent"]
+    custom = [e for e in events if isinstance(e, CustomEvent)]
+    assert [(e.name, e.data) for e in custom] == [
+        ("phase", {"name": "read"}),
+        ("phase", {"name": "write"}),
+    ]
+    assert all(e.run_id == "run-7" for e in custom)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+def test_an_async_tool_emits_too() -> None:
+    @tool
+    async def report(ctx: ToolContext) -> str:
+        """Report."""
+        ctx.emit("tick", 1)
+        await asyncio.sleep(0)
+        ctx.emit("tick", 2)
+        return "all"
+
+    events = drive(ScriptedModel([calls_turn(call("r", "report")), "ok"]), [report])
+    assert [e.data for e in events if isinstance(e, CustomEvent)] == [1, 2]
 
 
 def test_continue_run_refuses_an_empty_or_assistant_ending_context() -> None:
