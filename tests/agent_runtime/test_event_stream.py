@@ -441,6 +441,81 @@ def test_a_terminal_cancels_the_owner_monitor(monkeypatch: pytest.MonkeyPatch) -
     assert handles[0].cancelled
 
 
+# -- the end, for the producer --------------------------------------------------------------
+
+
+def end_by(stream: EventStream, how: str) -> None:
+    if how == "complete":
+        stream.complete()
+    elif how == "error":
+        stream.error("boom")
+    elif how == "cancel":
+        stream.cancel("reader_gone")
+    else:
+        stream.push(Canceled(reason="pushed"))
+
+
+@pytest.mark.parametrize("how", ["complete", "error", "cancel", "terminal_push"])
+def test_on_end_callbacks_run_once_with_the_terminal(how: str) -> None:
+    stream = EventStream(run_id="r")
+    seen: list[Event] = []
+    stream.on_end(seen.append)
+    stream.push(ev(1))
+    assert seen == []
+    end_by(stream, how)
+    stream.cancel("again")
+    assert seen == [stream.terminal]
+    assert seen[0].run_id == "r" and seen[0].seq == 2
+
+
+def test_on_end_runs_when_the_lifetime_timeout_ends_the_stream() -> None:
+    stream = EventStream(timeout=0.05)
+    seen: list[Event] = []
+    stream.on_end(seen.append)
+    wait_until(lambda: seen, timeout=5)
+    assert isinstance(seen[0], Canceled) and seen[0].reason == "timeout"
+
+
+def test_on_end_runs_when_the_owner_exits(owner: pykka.ActorRef[Any]) -> None:
+    stream = EventStream(owner=owner)
+    seen: list[Event] = []
+    stream.on_end(seen.append)
+    supervisors.kill(owner)
+    wait_until(lambda: seen, timeout=5)
+    assert isinstance(seen[0], Canceled) and seen[0].reason == "owner_down"
+
+
+def test_on_end_on_an_ended_stream_runs_at_once() -> None:
+    stream = EventStream()
+    stream.cancel("gone")
+    seen: list[Event] = []
+    stream.on_end(seen.append)
+    assert seen == [stream.terminal]
+
+
+def test_a_removed_on_end_callback_never_runs() -> None:
+    stream = EventStream()
+    seen: list[Event] = []
+    remove = stream.on_end(seen.append)
+    remove()
+    remove()
+    stream.complete()
+    assert seen == []
+
+
+def test_a_failing_on_end_callback_does_not_reach_who_ended_the_stream() -> None:
+    stream = EventStream()
+    seen: list[Event] = []
+
+    def broken(_: Event) -> None:
+        raise RuntimeError("callback bug")
+
+    stream.on_end(broken)
+    stream.on_end(seen.append)
+    assert stream.cancel("x") is True
+    assert seen == [stream.terminal]
+
+
 # -- what may be pushed ----------------------------------------------------------------------
 
 

@@ -13,11 +13,13 @@ import pytest
 from agent_runtime import RunCanceled, RunFailed, Runtime
 from agent_runtime.abort import AbortSignal
 from agent_runtime.config import RuntimeConfig
+from agent_runtime.event_stream import EventStream
 from agent_runtime.events import AgentEnd, Canceled, MessageUpdate, ToolExecutionEnd
 from agent_runtime.loop import AgentContext, LoopConfig, stream, stream_continue
 from agent_runtime.messages import AssistantMessage, ToolResultMessage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
-from agent_runtime.tools import tool
+from agent_runtime.tools import Tool, ToolContext, tool
+from supervisors import SupervisedActor, kill
 from tests.agent_runtime.loop.helpers import call, calls_turn
 
 
@@ -25,6 +27,98 @@ from tests.agent_runtime.loop.helpers import call, calls_turn
 def runtime() -> Iterator[Runtime]:
     with Runtime.start(RuntimeConfig()) as rt:
         yield rt
+
+
+class _Owner(SupervisedActor):
+    pass
+
+
+def waits_for_abort() -> tuple[Tool, threading.Event, list[str]]:
+    """A tool that runs until its run is aborted (up to 30 s), and what it saw."""
+    started = threading.Event()
+    seen: list[str] = []
+
+    @tool
+    def hang(ctx: ToolContext) -> str:
+        """Hang."""
+        started.set()
+        if ctx.signal.wait(30):
+            seen.append(str(ctx.signal.reason))
+        return "stopped"
+
+    return hang, started, seen
+
+
+def test_canceling_the_stream_aborts_a_run_inside_a_tool_at_once(runtime: Runtime) -> None:
+    hang, started, seen = waits_for_abort()
+    model = ScriptedModel([calls_turn(call("h", "hang")), "never"])
+    out = stream(
+        [UserMessage(content="go")], AgentContext(tools=[hang]), LoopConfig(model), runtime=runtime
+    )
+    wait_until(started.is_set, timeout=5)
+    out.cancel("reader_gone")
+    wait_until(lambda: seen, timeout=5)
+    assert seen == ["stream_closed"]
+    with pytest.raises(RunCanceled, match="reader_gone"):
+        out.result(timeout=5)
+    assert model.call_count == 1  # the aborted run asked the model nothing more
+
+
+def test_the_stream_lifetime_timeout_aborts_a_run_inside_a_tool(runtime: Runtime) -> None:
+    hang, _, seen = waits_for_abort()
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(tools=[hang]),
+        LoopConfig(ScriptedModel([calls_turn(call("h", "hang")), "never"])),
+        runtime=runtime,
+        event_stream=EventStream(timeout=0.2),
+    )
+    wait_until(lambda: seen, timeout=5)
+    with pytest.raises(RunCanceled, match="timeout"):
+        out.result(timeout=5)
+
+
+def test_the_stream_owner_exiting_aborts_a_run_inside_a_tool(runtime: Runtime) -> None:
+    hang, started, seen = waits_for_abort()
+    owner = _Owner.start()
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(tools=[hang]),
+        LoopConfig(ScriptedModel([calls_turn(call("h", "hang")), "never"])),
+        runtime=runtime,
+        owner=owner,
+    )
+    wait_until(started.is_set, timeout=5)
+    kill(owner)
+    wait_until(lambda: seen, timeout=5)
+    with pytest.raises(RunCanceled, match="owner_down"):
+        out.result(timeout=5)
+
+
+def test_canceling_the_stream_aborts_a_hung_provider_call(runtime: Runtime) -> None:
+    signal = AbortSignal()
+    model = ScriptedModel([ScriptedTurn(text="late", delay=30.0)])
+    out = stream(
+        [UserMessage(content="go")], AgentContext(), LoopConfig(model), signal, runtime=runtime
+    )
+    wait_until(lambda: model.call_count == 1, timeout=5)
+    out.cancel()
+    wait_until(lambda: signal.aborted, timeout=5)
+    assert signal.reason == "stream_closed"
+
+
+def test_a_run_that_ends_itself_leaves_its_signal_alone(runtime: Runtime) -> None:
+    signal = AbortSignal()
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(ScriptedModel(["ok"])),
+        signal,
+        runtime=runtime,
+    )
+    out.result(timeout=5)
+    out.cancel("late")
+    assert not signal.aborted
 
 
 def test_run_happens_on_the_loop_thread_and_sync_tools_in_the_tool_pool(runtime: Runtime) -> None:
