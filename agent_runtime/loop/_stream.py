@@ -14,15 +14,17 @@ from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import EventStream
 from agent_runtime.events import AgentEnd, Canceled, Error, Event, Terminal
-from agent_runtime.loop._run import check_continuable, continue_run, run
+from agent_runtime.loop._run import check_continuable, continue_run, new_run_id, run
 from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost
 from agent_runtime.messages import Message
 
 log = structlog.get_logger(__name__)
 
 
-def _prepare(config: LoopConfig, runtime: LoopHost) -> LoopConfig:
+def _prepare(config: LoopConfig, runtime: LoopHost, into: EventStream | None) -> LoopConfig:
     updates: dict[str, Any] = {}
+    if not config.run_id:  # fixed here, so the stream and the run's events share it
+        updates["run_id"] = into.run_id if into is not None and into.run_id else new_run_id()
     if config.runtime is None:
         updates["runtime"] = runtime
     if config.run_sync is None:
@@ -126,9 +128,10 @@ def stream(
     Synchronous tools run in the runtime's `tool_tasks` pool. `signal` defaults to a new
     signal of the runtime's abort table; aborting it cancels the run (DESIGN.md 7), and so
     does ending the stream first (`cancel()`, its timeout, its owner's exit). The returned
-    stream is bounded (`config.stream_max_queue`, `config.stream_overflow`).
+    stream is bounded (`config.stream_max_queue`, `config.stream_overflow`); it and the
+    run's events carry `config.run_id`, or a fresh id when that is empty.
     """
-    config = _prepare(config, runtime)
+    config = _prepare(config, runtime, event_stream)
     signal = signal if signal is not None else runtime.new_signal()
     out = event_stream if event_stream is not None else _new_stream(config, owner)
     _start(runtime, run(prompts, context, config, signal), out, signal)
@@ -150,7 +153,7 @@ def stream_continue(
         ValueError: the context cannot be continued (no messages, or the last is assistant).
     """
     check_continuable(context)
-    config = _prepare(config, runtime)
+    config = _prepare(config, runtime, event_stream)
     signal = signal if signal is not None else runtime.new_signal()
     out = event_stream if event_stream is not None else _new_stream(config, owner)
     _start(runtime, continue_run(context, config, signal), out, signal)

@@ -404,6 +404,19 @@ def test_an_async_tool_emits_too() -> None:
     assert [e.data for e in events if isinstance(e, CustomEvent)] == [1, 2]
 
 
+def test_each_direct_run_gets_a_fresh_run_id_on_every_event() -> None:
+    first = drive(ScriptedModel(["a"]))
+    second = drive(ScriptedModel(["b"]))
+    (first_id,) = {e.run_id for e in first}
+    (second_id,) = {e.run_id for e in second}
+    assert first_id and second_id and first_id != second_id
+
+
+def test_a_run_id_in_the_config_is_kept() -> None:
+    events = drive(ScriptedModel(["a"]), run_id="given")
+    assert {e.run_id for e in events} == {"given"}
+
+
 def test_continue_run_refuses_an_empty_or_assistant_ending_context() -> None:
     config = LoopConfig(model=ScriptedModel([]))
     with pytest.raises(ValueError, match="Cannot continue: no messages in context"):

@@ -121,6 +121,41 @@ def test_a_run_that_ends_itself_leaves_its_signal_alone(runtime: Runtime) -> Non
     assert not signal.aborted
 
 
+def test_each_stream_gets_a_fresh_run_id_shared_by_its_events(runtime: Runtime) -> None:
+    def run_ids() -> tuple[str, set[str]]:
+        out = stream(
+            [UserMessage(content="go")],
+            AgentContext(),
+            LoopConfig(ScriptedModel(["ok"])),
+            runtime=runtime,
+        )
+        return out.run_id, {e.run_id for e in out}
+
+    first, first_events = run_ids()
+    second, second_events = run_ids()
+    assert first and second and first != second
+    assert first_events == {first} and second_events == {second}
+
+
+def test_a_given_run_id_is_kept_by_the_stream_and_its_events(runtime: Runtime) -> None:
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(ScriptedModel(["ok"]), run_id="mine"),
+        runtime=runtime,
+    )
+    assert out.run_id == "mine" and {e.run_id for e in out} == {"mine"}
+    into = EventStream(run_id="theirs")
+    stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(ScriptedModel(["ok"])),
+        runtime=runtime,
+        event_stream=into,
+    )
+    assert {e.run_id for e in into} == {"theirs"}
+
+
 def test_run_happens_on_the_loop_thread_and_sync_tools_in_the_tool_pool(runtime: Runtime) -> None:
     threads: dict[str, str] = {}
 
