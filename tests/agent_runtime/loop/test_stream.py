@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from collections.abc import Coroutine, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from agent_runtime import RunCanceled, RunFailed, Runtime
 from agent_runtime.abort import AbortSignal
-from agent_runtime.config import RuntimeConfig
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.event_stream import EventStream
 from agent_runtime.events import AgentEnd, Canceled, MessageUpdate, ToolExecutionEnd
 from agent_runtime.loop import AgentContext, LoopConfig, stream, stream_continue
@@ -24,13 +25,24 @@ from tests.agent_runtime.loop.helpers import call, calls_turn
 
 
 @pytest.fixture(scope="module")
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    # Module-scoped, so it starts before the per-test chdir: its durable session memory
+    # needs a directory of its own, or it lands in the directory pytest was started from.
+    memory = tmp_path_factory.mktemp("stream-runtime") / "memory.sqlite3"
+    with Runtime.start(RuntimeConfig(memory=MemoryConfig(path=str(memory)))) as rt:
         yield rt
 
 
 class _Owner(SupervisedActor):
     pass
+
+
+def test_the_shared_runtime_keeps_its_session_memory_out_of_the_working_tree(
+    runtime: Runtime, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    path = runtime.memory.store.path  # type: ignore[attr-defined]
+    assert isinstance(path, Path) and path.is_absolute()
+    assert tmp_path_factory.getbasetemp() in path.parents
 
 
 def waits_for_abort() -> tuple[Tool, threading.Event, list[str]]:
