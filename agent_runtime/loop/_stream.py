@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,16 +13,18 @@ import structlog
 from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import EventStream
-from agent_runtime.events import AgentEnd, Canceled, Error, Event
-from agent_runtime.loop._run import check_continuable, continue_run, run
+from agent_runtime.events import AgentEnd, Canceled, Error, Event, Terminal
+from agent_runtime.loop._run import check_continuable, continue_run, new_run_id, run
 from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost
 from agent_runtime.messages import Message
 
 log = structlog.get_logger(__name__)
 
 
-def _prepare(config: LoopConfig, runtime: LoopHost) -> LoopConfig:
+def _prepare(config: LoopConfig, runtime: LoopHost, into: EventStream | None) -> LoopConfig:
     updates: dict[str, Any] = {}
+    if not config.run_id:  # fixed here, so the stream and the run's events share it
+        updates["run_id"] = into.run_id if into is not None and into.run_id else new_run_id()
     if config.runtime is None:
         updates["runtime"] = runtime
     if config.run_sync is None:
@@ -39,22 +42,35 @@ def _new_stream(config: LoopConfig, owner: Any) -> EventStream:
     )
 
 
+def _abort_run(signal: AbortSignal, terminal: Terminal) -> None:
+    """The run's stream ended before the run did: nobody reads the run any more, stop it
+    (with the reason a push into the ended stream gives; the stream's terminal says why)."""
+    signal.abort("stream_closed")
+
+
 async def pump(events: AsyncIterator[Event], stream: EventStream, signal: AbortSignal) -> None:
     """Move a run's events into `stream`, ending it with the run's terminal.
 
     Backpressure: with a `block` stream the run waits for the reader. If the stream ends
-    first (canceled by its owner, its timeout or a reader), the run is aborted and closed;
-    if it overflows (`error` policy, or a `block` push timing out), the run is aborted and
+    first (`cancel()`, its timeout, its owner's exit, or a reader), the run's signal is
+    aborted at once, from the thread that ended the stream, so a run inside a tool or a
+    hung provider call stops then (not at its next push), and the run is closed; if it
+    overflows (`error` policy, or a `block` push timing out), the run is aborted and
     the stream ends with `Error("stream_overflow: ...")`. A crash of the loop ends the
     stream with `Error("loop_crashed: ...")`. The stream always ends.
     """
+    stop_watching = stream.on_end(functools.partial(_abort_run, signal))
     try:
         async for event in events:
+            # The run ends itself with its terminal: its signal stays as it is.
             if isinstance(event, AgentEnd):
+                stop_watching()
                 stream.complete(event.new_messages)
             elif isinstance(event, Error):
+                stop_watching()
                 stream.error(event.reason, event.partial)
             elif isinstance(event, Canceled):
+                stop_watching()
                 stream.cancel(event.reason)
             else:
                 await stream.apush(event)
@@ -110,10 +126,12 @@ def stream(
     """Start `run(...)` as a task on the runtime's `loop_tasks` event loop; return its stream.
 
     Synchronous tools run in the runtime's `tool_tasks` pool. `signal` defaults to a new
-    signal of the runtime's abort table; aborting it cancels the run (DESIGN.md 7). The
-    returned stream is bounded (`config.stream_max_queue`, `config.stream_overflow`).
+    signal of the runtime's abort table; aborting it cancels the run (DESIGN.md 7), and so
+    does ending the stream first (`cancel()`, its timeout, its owner's exit). The returned
+    stream is bounded (`config.stream_max_queue`, `config.stream_overflow`); it and the
+    run's events carry `config.run_id`, or a fresh id when that is empty.
     """
-    config = _prepare(config, runtime)
+    config = _prepare(config, runtime, event_stream)
     signal = signal if signal is not None else runtime.new_signal()
     out = event_stream if event_stream is not None else _new_stream(config, owner)
     _start(runtime, run(prompts, context, config, signal), out, signal)
@@ -135,7 +153,7 @@ def stream_continue(
         ValueError: the context cannot be continued (no messages, or the last is assistant).
     """
     check_continuable(context)
-    config = _prepare(config, runtime)
+    config = _prepare(config, runtime, event_stream)
     signal = signal if signal is not None else runtime.new_signal()
     out = event_stream if event_stream is not None else _new_stream(config, owner)
     _start(runtime, continue_run(context, config, signal), out, signal)

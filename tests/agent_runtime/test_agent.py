@@ -30,6 +30,7 @@ from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
+    CustomEvent,
     EventsDropped,
     MessageEnd,
     MessageUpdate,
@@ -268,6 +269,28 @@ def test_drop_oldest_subscribers_see_every_gap(runtime: Runtime) -> None:
     events = list(lossy.until_end(timeout=5))
     assert any(isinstance(e, EventsDropped) for e in events)
     assert isinstance(events[-1], AgentEnd)
+
+
+def test_subscribers_receive_a_tools_custom_events_in_order_with_the_run(runtime: Runtime) -> None:
+    @tool
+    def report(ctx: ToolContext) -> str:
+        """Report."""
+        ctx.emit("phase", {"name": "read"})
+        ctx.emit("phase", {"name": "write"})
+        return "done"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("r", "report")]), "ok"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[report])
+    sub = agent.subscribe()
+    run_id = agent.prompt("go")
+    events = list(sub.until_end(timeout=5))
+    kinds = [type(e).__name__ for e in events]
+    start, end = kinds.index("ToolExecutionStart"), kinds.index("ToolExecutionEnd")
+    assert kinds[start + 1 : end] == ["CustomEvent", "CustomEvent"]
+    custom = [e for e in events if isinstance(e, CustomEvent)]
+    assert [e.data for e in custom] == [{"name": "read"}, {"name": "write"}]
+    assert all(e.agent == agent.key and e.run_id == run_id for e in custom)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
 
 def test_error_policy_closes_the_subscription_at_once(runtime: Runtime) -> None:
