@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_runtime import Runtime
+from agent_runtime.config import RuntimeConfig
 from agent_runtime.memory import ConcurrentModification, MemoryStoreError, SqliteStore
 from agent_runtime.messages import MessageAdapter
 from agent_runtime.testing import wait_until
@@ -361,3 +363,11 @@ def test_a_call_gives_up_on_a_locked_file_at_its_timeout(tmp_path: Path) -> None
         holder.close()
     with SqliteStore(path) as store:
         assert store.load("s").sequence == 0  # nothing of the failed batch was stored
+
+
+def test_a_runtime_on_a_bad_memory_file_fails_to_start_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    _garbage(path)
+    with pytest.raises(MemoryStoreError, match="is not an SQLite database") as info:
+        Runtime.start(RuntimeConfig.model_validate({"memory": {"path": str(path)}}))
+    assert info.value.path == str(path)
