@@ -308,10 +308,15 @@ class EventsDropped(_EventBase):
 
 
 class AgentEnd(_EventBase):
-    """Terminal: the run completed; `new_messages` holds only the messages this run created."""
+    """Terminal: the run completed; `new_messages` holds only the messages this run created.
+
+    `memory_error` is None once every turn of the run was committed to session memory, else
+    why one was not (the run's result stands: the agent's own history has the messages).
+    """
 
     type: Literal["agent_end"] = "agent_end"
     new_messages: list[Message] = Field(default_factory=list)
+    memory_error: str | None = None
 
 
 class Error(_EventBase):
