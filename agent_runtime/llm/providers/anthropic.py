@@ -8,9 +8,7 @@ how our transcript, reasoning levels, JSON mode, stop reasons and usage map onto
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
-
-from typing_extensions import Unpack
+from typing import Any, Unpack
 
 from agent_runtime.llm._transport import ApiKey
 from agent_runtime.llm.builder import ChatResponseBuilder

@@ -16,8 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
-
-from typing_extensions import Unpack
+from typing import Unpack
 
 from agent_runtime.llm._transport import ApiKey
 from agent_runtime.llm.builder import ChatResponseBuilder

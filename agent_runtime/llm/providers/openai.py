@@ -14,9 +14,7 @@ raises `NetworkError`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
-
-from typing_extensions import Unpack
+from typing import Any, Unpack
 
 from agent_runtime.llm._transport import ApiKey
 from agent_runtime.llm.errors import NetworkError, ProviderError
