@@ -21,12 +21,7 @@ from agent_runtime.events import (
 from agent_runtime.llm._abortable import aclose_quietly, await_abortable, iterate_abortable
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
-from agent_runtime.llm.errors import (
-    AuthenticationError,
-    InvalidRequestError,
-    LLMError,
-    PermissionDeniedError,
-)
+from agent_runtime.llm.errors import LLMError, is_retryable
 from agent_runtime.llm.middleware.retrying import backoff_delay
 from agent_runtime.llm.types import (
     ChatRequest,
@@ -39,15 +34,6 @@ from agent_runtime.loop._transcript import TranscriptState, validate_transcript
 from agent_runtime.loop.types import LoopConfig, RetryPolicy, Stamp
 from agent_runtime.messages import AssistantMessage, Message, TextContent, ThinkingContent
 from agent_runtime.tools import Tool
-
-NEVER_RETRIED = (AuthenticationError, PermissionDeniedError, InvalidRequestError)
-"""Errors that end the run even when marked retryable: retrying cannot fix a bad key or a
-bad request (`ContextLengthExceededError` is an `InvalidRequestError`)."""
-
-
-def is_retryable(error: LLMError) -> bool:
-    """Whether the loop retries `error`: marked retryable and not of a never-retried kind."""
-    return error.retryable and not isinstance(error, NEVER_RETRIED)
 
 
 def open_stream(
