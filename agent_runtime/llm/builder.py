@@ -47,6 +47,7 @@ class _Call:
     id: str | None = None
     name: str | None = None
     parts: list[str] = field(default_factory=list)
+    index: int | None = None  # the provider's index of the call, if it gave one
 
 
 _Block = _Text | _Thinking | _Call
@@ -59,9 +60,13 @@ class ChatResponseBuilder:
     - Tool-call fragments are grouped by `index`; without an index, by `id`; with neither,
       they continue the most recent call. `id` and `name` are set by the first fragment that
       carries them and never concatenated (servers that repeat them in every chunk are fine).
+    - Parallel tool calls are ordered by the provider's `index`, not by arrival: a call whose
+      first fragment arrives after one of a higher index is placed before it.
     - Arguments are parsed once, at the end: `""` means `{}`; JSON that is not a complete
-      object is kept verbatim in `ToolCall.raw_arguments` (a partial object is parsed as far
-      as it goes when the answer was truncated).
+      object gives empty `arguments` and is kept verbatim in `ToolCall.raw_arguments`, also
+      for a call cut off by the token limit, so the tool executor reports what is missing
+      instead of running on half the arguments (snapshots, a progress view, parse a partial
+      object as far as it goes).
     - Usage chunks replace each other (providers send running totals), never sum.
     - Whether the model asked for tools is decided from the accumulated calls, not from the
       finish reason (some servers say `stop` on a tool-call turn).
@@ -154,8 +159,8 @@ class ChatResponseBuilder:
             elif call is not None and chunk.id and call.id and chunk.id != call.id:
                 call = None  # a server that reuses one index for several calls
         if call is None:
-            call = _Call()
-            self._blocks.append(call)
+            call = _Call(index=chunk.index)
+            self._place(call)
         if key[0] != "continue":
             self._calls_by_key[key] = call
         if chunk.id is not None:
@@ -168,6 +173,17 @@ class ChatResponseBuilder:
             call.parts.append(chunk.arguments)
         self._last_call = call
         return call
+
+    def _place(self, call: _Call) -> None:
+        """Add a new call after the blocks so far, but before the calls just before it whose
+        provider index is higher (they arrived first)."""
+        position = len(self._blocks)
+        while position and call.index is not None:
+            before = self._blocks[position - 1]
+            if not isinstance(before, _Call) or before.index is None or before.index <= call.index:
+                break
+            position -= 1
+        self._blocks.insert(position, call)
 
     def _content(self, *, partial: bool, with_calls: bool = True) -> list[AssistantContent]:
         content: list[AssistantContent] = []
@@ -204,7 +220,9 @@ class ChatResponseBuilder:
         )
 
     def build(self, *, allow_unfinished: bool = False) -> ChatResponse:
-        """The assembled response.
+        """The assembled response: tool calls in the provider's index order, the arguments of a
+        call that is not a complete JSON object (one cut off by the token limit too) empty,
+        with the text in `raw_arguments`.
 
         Raises:
             NetworkError: no terminal marker was seen (the stream was cut), unless
@@ -217,7 +235,7 @@ class ChatResponseBuilder:
                 request_id=self.request_id,
             )
         reason: StopReason = self._finish.reason if self._finish is not None else "error"
-        content = self._content(partial=reason == "length")
+        content = self._content(partial=False)
         has_calls = any(isinstance(block, ToolCall) for block in content)
         if has_calls and reason == "stop":
             reason = "tool_use"
