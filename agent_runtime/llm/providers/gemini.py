@@ -18,6 +18,7 @@ import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Unpack
 
+from agent_runtime.llm._sse import SseEventSource
 from agent_runtime.llm._transport import ApiKey
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import (
@@ -90,8 +91,8 @@ class GeminiModel(HttpChatModel):
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
         body = request_body(request, budgets=self.thinking_budgets)
         decoder = GeminiStreamDecoder()
-        events = self._transport.events(
-            self._path("streamGenerateContent"), body, params={"alt": "sse"}
+        events = SseEventSource(
+            self._transport, self._path("streamGenerateContent"), body, params={"alt": "sse"}
         )
         with _wrong_key_as_auth_error():
             async with events:
