@@ -58,8 +58,10 @@ class ChatResponseBuilder:
 
     Rules (each one a quirk seen in the wild):
     - Tool-call fragments are grouped by `index`; without an index, by `id`; with neither,
-      they continue the most recent call. `id` and `name` are set by the first fragment that
-      carries them and never concatenated (servers that repeat them in every chunk are fine).
+      they continue the most recent call. An empty id is no id; calls of different indexes
+      stay apart even when a server gives them the same id. `id` and `name` are set by the
+      first fragment that carries them and never concatenated (servers that repeat them in
+      every chunk are fine).
     - Parallel tool calls are ordered by the provider's `index`, not by arrival: a call whose
       first fragment arrives after one of a higher index is placed before it.
     - Arguments are parsed once, at the end: `""` means `{}`; JSON that is not a complete
@@ -144,29 +146,32 @@ class ChatResponseBuilder:
 
     def _tool_call(self, chunk: ToolCallDelta) -> _Call:
         call: _Call | None
+        chunk_id = chunk.id or None  # an empty id (some servers send "") is no id
         if chunk.index is not None:
             key: tuple[str, Any] = ("index", chunk.index)
-        elif chunk.id is not None:
-            key = ("id", chunk.id)
+        elif chunk_id is not None:
+            key = ("id", chunk_id)
         else:
             key = ("continue", None)
         if key[0] == "continue":
             call = self._last_call
         else:
             call = self._calls_by_key.get(key)
-            if call is None and key[0] == "index" and chunk.id is not None:
-                call = self._calls_by_key.get(("id", chunk.id))
-            elif call is not None and chunk.id and call.id and chunk.id != call.id:
+            if call is None and key[0] == "index" and chunk_id is not None:
+                by_id = self._calls_by_key.get(("id", chunk_id))
+                if by_id is not None and by_id.index is None:  # it began without an index
+                    call = by_id
+            elif call is not None and chunk_id and call.id and chunk_id != call.id:
                 call = None  # a server that reuses one index for several calls
         if call is None:
             call = _Call(index=chunk.index)
             self._place(call)
         if key[0] != "continue":
             self._calls_by_key[key] = call
-        if chunk.id is not None:
-            self._calls_by_key[("id", chunk.id)] = call
-        if call.id is None and chunk.id:
-            call.id = chunk.id
+        if chunk_id is not None:
+            self._calls_by_key[("id", chunk_id)] = call
+        if call.id is None and chunk_id:
+            call.id = chunk_id
         if call.name is None and chunk.name:
             call.name = chunk.name
         if chunk.arguments:

@@ -68,6 +68,26 @@ def test_one_index_reused_for_different_ids_makes_separate_calls() -> None:
     assert [c.id for c in build(chunks).build().message.tool_calls] == ["a", "b"]
 
 
+def test_calls_of_different_indexes_stay_apart_with_an_empty_or_a_shared_id() -> None:
+    for shared in ("", "call_0"):
+        chunks: list[StreamChunk] = [
+            ToolCallDelta(index=0, id=shared, name="f", arguments='{"n": 1}'),
+            ToolCallDelta(index=1, id=shared, name="f", arguments='{"n": 2}'),
+            FinishDelta(reason="tool_use"),
+        ]
+        calls = build(chunks).build().message.tool_calls
+        assert [c.arguments for c in calls] == [{"n": 1}, {"n": 2}]
+
+
+def test_a_call_that_began_without_an_index_is_continued_by_its_id() -> None:
+    chunks: list[StreamChunk] = [
+        ToolCallDelta(id="a", name="f", arguments='{"n":'),
+        ToolCallDelta(index=0, id="a", arguments=" 1}"),
+        FinishDelta(reason="tool_use"),
+    ]
+    assert [c.arguments for c in build(chunks).build().message.tool_calls] == [{"n": 1}]
+
+
 def test_usage_is_replaced_not_summed() -> None:
     chunks: list[StreamChunk] = [
         UsageDelta(usage=Usage(input_tokens=10, output_tokens=1)),
