@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import httpx_sse
 
+from agent_runtime._text import replace_lone_surrogates_in
 from agent_runtime.llm._deadlines import StreamDeadlines
 from agent_runtime.llm._error_map import parse_body, request_id_of
 from agent_runtime.llm._transport import Transport, encode_json
@@ -171,14 +172,16 @@ class SseEventSource:
                     await stack.aclose()
 
     def json(self, event: httpx_sse.ServerSentEvent) -> Any:
-        """The event's data decoded as JSON.
+        """The event's data decoded as JSON; a lone surrogate escape in it (`"\\udcff"`)
+        decodes to U+FFFD, so streamed deltas are valid text like the messages they build.
 
         Raises:
             LLMError: the event is named `error` and its data is not JSON (mapped from the text).
             NetworkError: any other event whose data is not JSON (a garbled stream).
         """
+        data = event.data
         try:
-            return json.loads(event.data)
+            value = json.loads(data)
         except ValueError as exc:
             if event.event == "error":
                 raise self.error(event.data) from None
@@ -188,6 +191,9 @@ class SseEventSource:
                 provider=self._transport.provider,
                 request_id=self.request_id,
             ) from exc
+        if "\\ud" in data or "\\uD" in data:  # a surrogate escape: paired, or lone
+            return replace_lone_surrogates_in(value)
+        return value
 
     def error(self, body: Any) -> LLMError:
         """The mapped error for an error event of this stream, with its request id."""
