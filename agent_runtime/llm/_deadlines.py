@@ -60,7 +60,9 @@ class StreamDeadlines:
         "_waiting_since",
     )
 
-    def __init__(self, provider: str, request_timeout: float | None, idle_timeout: float | None):
+    def __init__(
+        self, provider: str, request_timeout: float | None, idle_timeout: float | None
+    ) -> None:
         self._provider = provider
         self._request = math.inf if request_timeout is None else request_timeout
         self._idle = math.inf if idle_timeout is None else idle_timeout

@@ -182,7 +182,8 @@ def gemini(
     `base_url` is the API root (the adapter appends `/v1beta/models/...`), for proxies and test
     servers. `capabilities` defaults to all five; with `pricing`, responses carry `cost`.
     `thinking_budgets` gives the `thinkingBudget` of each reasoning level. `transport` is for
-    tests only; `timeout` and `connect_timeout` are as for every HTTP adapter (`HttpChatModel`).
+    tests only; `timeout`, `connect_timeout`, `request_timeout` and `idle_timeout` are as for
+    every HTTP adapter (`HttpChatModel`).
 
     Raises (on calls, not here):
         AuthenticationError: no key could be found, before any HTTP request.
