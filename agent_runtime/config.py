@@ -132,11 +132,17 @@ class LLMConfig(_Section):
 
     `default_profile` is None unless configured, so no model is picked behind the caller's
     back: `from_config()` without a name then raises a ConfigError saying how to name one.
+    Timeouts, in seconds: `timeout` is httpx's per-read timeout (any byte resets it),
+    `connect_timeout` the connect one, `request_timeout` bounds a whole model call and
+    `idle_timeout` a stream's wait for its next data event (SSE comments and keep-alive pings
+    do not reset it); the last two end the call with a retryable `NetworkError` naming them.
     """
 
     default_profile: str | None = None
     timeout: float = Field(60.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
+    request_timeout: float = Field(600.0, gt=0)
+    idle_timeout: float = Field(120.0, gt=0)
     profiles: dict[str, ModelProfile] = Field(default_factory=_default_profiles)
 
 

@@ -185,7 +185,9 @@ class _Run:
                         reason = "invalid_transcript: " + "; ".join(violations)
                         yield self.stamp(Error, reason=reason)
                         return
-                    turn = stream_turn(request, self.config, self.signal, self.stamp, outcome)
+                    turn = stream_turn(
+                        request, self.config, self.signal, self.stamp, outcome, self.transcript
+                    )
                     async with aclosing(turn):
                         async for event in turn:
                             yield event
