@@ -103,9 +103,13 @@ class Agent:
         after the current answer (remaining tool calls of the batch are skipped).
 
         A `system_prompt` travels with the message: it applies from the model call that
-        message goes into, for the rest of that run (the agent's own prompt stays)."""
-        (msg,) = as_messages(message)
-        self._queue("steer", Queued(msg, system_prompt))
+        message goes into, for the rest of that run (the agent's own prompt stays).
+
+        Raises:
+            TypeError: `message` is not a str or a Message, or `system_prompt` not a str.
+            ValueError: a list that does not hold exactly one message.
+        """
+        self._queue("steer", _queued("steer", message, system_prompt))
 
     def follow_up(self, message: str | Message, *, system_prompt: str | None = None) -> None:
         """Queue a message for when the agent would otherwise stop.
@@ -113,9 +117,13 @@ class Agent:
         Sent to an idle agent, it only queues, unless it arrives within `follow_up_poll`
         (`[agent]` config, 50 ms) after a run that ended with `AgentEnd`: then it starts a run.
         After a failed or aborted run it never starts one (and leaves `state().error`).
-        A `system_prompt` travels with the message as with `steer`."""
-        (msg,) = as_messages(message)
-        self._queue("follow_up", Queued(msg, system_prompt))
+        A `system_prompt` travels with the message as with `steer`.
+
+        Raises:
+            TypeError: `message` is not a str or a Message, or `system_prompt` not a str.
+            ValueError: a list that does not hold exactly one message.
+        """
+        self._queue("follow_up", _queued("follow_up", message, system_prompt))
 
     def _queue(self, name: str, queued: Queued) -> None:
         if self._calls.on_loop_thread():
@@ -313,6 +321,19 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {tuple(self.key)} alive={self.alive}>"
+
+
+def _queued(what: str, message: object, system_prompt: object) -> Queued:
+    """One steering or follow-up message (a list of exactly one is accepted too)."""
+    if isinstance(message, list | tuple) and len(message) != 1:
+        raise ValueError(
+            f"{what}() takes one message (a str or a Message), got a list of {len(message)}: "
+            f"call {what}() once per message"
+        )
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise TypeError(f"system_prompt must be a str or None, not {type(system_prompt).__name__}")
+    (msg,) = as_messages(message)  # type: ignore[arg-type]  # checked by as_messages
+    return Queued(msg, system_prompt)
 
 
 def _check_mode(mode: object) -> None:

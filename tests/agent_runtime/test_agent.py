@@ -606,6 +606,22 @@ def test_bad_input(runtime: Runtime) -> None:
         agent.prompt(42)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("method", ["steer", "follow_up"])
+def test_steer_and_follow_up_take_exactly_one_message(runtime: Runtime, method: str) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([]))
+    queue = getattr(agent, method)
+    with pytest.raises(ValueError, match=rf"{method}\(\) takes one message.*list of 0"):
+        queue([])
+    with pytest.raises(ValueError, match="list of 2"):
+        queue([UserMessage(content="a"), UserMessage(content="b")])
+    with pytest.raises(TypeError, match="system_prompt must be a str"):
+        queue("x", system_prompt=123)
+    queue([UserMessage(content="one")])  # a list of one, as before
+    state = agent.state()
+    queued = state.steering_queue if method == "steer" else state.follow_up_queue
+    assert [m.text for m in queued] == ["one"]  # type: ignore[union-attr]
+
+
 def test_hundred_agents_each_running_three_turns_at_once(runtime: Runtime) -> None:
     @tool(parallel_safe=True)
     def add(a: int, b: int) -> int:
