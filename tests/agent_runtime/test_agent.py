@@ -31,6 +31,7 @@ from agent_runtime.events import (
     AgentEnd,
     Canceled,
     CustomEvent,
+    Event,
     EventsDropped,
     MessageEnd,
     MessageUpdate,
@@ -908,6 +909,37 @@ def test_stopping_an_agent_mid_stream_ends_the_stream_with_the_runs_canceled(
     assert isinstance(events[-1], Canceled) and events[-1].agent == agent.key
     assert isinstance(list(watcher)[-1], Canceled)  # then the subscription is closed
     assert watcher.closed
+
+
+def test_a_run_accepted_before_the_last_end_was_delivered_reaches_subscribers_after_stop(
+    runtime: Runtime,
+) -> None:
+    # The actor hears of a run's end just before the end is delivered, so it may accept the
+    # next run meanwhile; a stop() then must still deliver both ends before closing
+    # (DESIGN.md 7). The first end's delivery is held here to make that window certain.
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["one", "two"]))
+    sub = agent.subscribe()
+    held, gate = threading.Event(), threading.Event()
+    fan_out = agent._shell.fan_out
+
+    async def held_fan_out(event: Event) -> None:
+        if isinstance(event, AgentEnd) and not held.is_set():
+            held.set()
+            await asyncio.to_thread(gate.wait, 10)
+        await fan_out(event)
+
+    agent._shell.fan_out = held_fan_out  # type: ignore[method-assign]
+    first = agent.prompt("one")
+    wait_until(held.is_set)
+    wait_until(lambda: not agent.state().is_running)
+    second = agent.prompt("two")  # accepted: the first run has ended for the actor
+    agent.stop()
+    gate.set()
+    assert isinstance(list(sub.until_end(timeout=5, run_id=first))[-1], AgentEnd)
+    ends = list(sub.until_end(timeout=5, run_id=second))
+    assert [type(e) for e in ends[-1:]] == [Canceled] and ends[-1].run_id == second
+    assert list(sub) == []  # then the subscription closes
+    assert sub.closed
 
 
 def test_abort_of_an_idle_agent_returns_false(runtime: Runtime) -> None:
