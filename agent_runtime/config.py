@@ -77,9 +77,9 @@ class AgentConfig(_Section):
     follow_up_mode: QueueMode = "one_at_a_time"
     max_tool_concurrency: int = Field(8, ge=1)
     max_tool_turns: int = Field(25, ge=1)
-    tool_timeout: float | None = Field(None, gt=0)
-    abort_grace: float = Field(0.25, ge=0)
-    follow_up_poll: float = Field(0.05, ge=0)
+    tool_timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
+    abort_grace: float = Field(0.25, ge=0, allow_inf_nan=False)
+    follow_up_poll: float = Field(0.05, ge=0, allow_inf_nan=False)
     thinking_level: ThinkingLevel = "off"
     restart: Literal["temporary", "transient"] = "temporary"
 

@@ -61,7 +61,8 @@ class AgentActor(SupervisedActor):
     - An exception a handler does not expect (anything but the `AgentRuntimeError`s it raises
       on purpose, which go back to the caller) is returned to the caller and crashes the actor:
       the supervisor sees an abnormal exit with that reason, the registry entry goes, and the
-      run it had is ended with `Error("agent_crashed: ...")`.
+      run it had is ended with `Error("agent_crashed: ...")`. A run that fails to start is
+      undone first, so nothing waits for its end (a subscription closes with the agent).
     - On start the history is the session's (within the memory policy's window; empty when the
       policy does not read), with calls left unpaired answered `outcome="unknown"`.
     """
@@ -184,15 +185,17 @@ class AgentActor(SupervisedActor):
             tools=tools,
             transcript=self.transcript.copy(),
         )
-        self.run = ActiveRun(view)
-        self.error = None
-        self.ended_ok_at = -math.inf
         try:
             launch_run(self.shell, self.actor_ref, view, prompts, context, self.model, trace_links)
         except RuntimeError as exc:  # the event loop is gone (the runtime stopped)
-            self.run = None
             self._unstart(view)
             raise AgentStopped(self.key) from exc
+        except BaseException:
+            self._unstart(view)  # no end of this run is awaited, then the actor crashes
+            raise
+        self.run = ActiveRun(view)
+        self.error = None
+        self.ended_ok_at = -math.inf
         self.log.debug("agent.run.started", run_id=view.run_id, continued=prompts is None)
         return view
 

@@ -23,7 +23,7 @@ from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
-from agent_runtime.tools import Tool, check_unique
+from agent_runtime.tools import Tool
 
 
 class Agent:
@@ -283,37 +283,55 @@ class Agent:
             self.abort("reset")
             self.wait_for_idle(10.0)
 
+    # Each setter checks its value by the rules of `start_agent` before it reaches the actor.
+
     def set_system_prompt(self, prompt: str) -> None:
-        """Use `prompt` from the next model call on (also mid-run)."""
-        if not isinstance(prompt, str):
-            raise TypeError(f"system prompt must be a str, not {type(prompt).__name__}")
-        self._calls.call("set_system_prompt", prompt)
+        """Use `prompt` from the next model call on (also mid-run).
+
+        Raises:
+            TypeError: `prompt` is not a str.
+        """
+        self._calls.call("set_system_prompt", self._check("system_prompt", prompt))
 
     def set_model(self, model: ChatModel) -> None:
-        """Use `model` from the next run on."""
-        if not isinstance(model, ChatModel):
-            raise TypeError(f"model must be a ChatModel, not {type(model).__name__}")
-        self._calls.call("set_model", model)
+        """Use `model` from the next run on.
+
+        Raises:
+            TypeError: `model` is not a ChatModel.
+        """
+        self._calls.call("set_model", self._check("model", model))
 
     def set_tools(self, tools: Sequence[Tool]) -> None:
         """Use `tools` from the next run on.
 
         Raises:
-            ValueError: duplicate or invalid tool names.
+            TypeError: `tools` is not a list of Tools.
+            ValueError: duplicate tool names.
         """
-        tools = list(tools)
-        check_unique(tools)
-        self._calls.call("set_tools", tools)
+        self._calls.call("set_tools", list(self._check("tools", tools)))
 
     def set_steering_mode(self, mode: QueueMode) -> None:
-        """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
+        """`one_at_a_time` or `all`; applies at the next consumption, even mid-run.
+
+        Raises:
+            ValueError: another mode.
+        """
         _check_mode(mode)
         self._calls.call("set_mode", "steering", mode)
 
     def set_follow_up_mode(self, mode: QueueMode) -> None:
-        """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
+        """`one_at_a_time` or `all`; applies at the next consumption, even mid-run.
+
+        Raises:
+            ValueError: another mode.
+        """
         _check_mode(mode)
         self._calls.call("set_mode", "follow_up", mode)
+
+    def _check(self, option: str, value: object) -> Any:
+        if self._shell.stopped:
+            raise AgentStopped(self.key)
+        return self._shell.options.check(option, value)
 
     def stop(self) -> None:
         """Abort the run, stop the agent and its spawned subagents; idempotent."""

@@ -191,3 +191,11 @@ def test_an_empty_memory_path_is_rejected_at_load(tmp_path: Path, value: str) ->
     path.write_text(f'[memory]\npath = "{value}"\n')
     with pytest.raises(ConfigError, match=r"memory\.path.*must name a file"):
         load_config(path, env={})
+
+
+@pytest.mark.parametrize("key", ["abort_grace", "tool_timeout", "follow_up_poll"])
+def test_agent_seconds_must_be_finite(tmp_path: Path, key: str) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text(f"[agent]\n{key} = inf\n")  # TOML has inf and nan literals
+    with pytest.raises(ConfigError, match=rf"agent\.{key}.*finite"):
+        load_config(path, env={})
