@@ -56,14 +56,16 @@ class SupervisionConfig(_Section):
 
 
 class EventStreamConfig(_Section):
-    """Defaults of a run's bounded EventStream (DESIGN.md 6)."""
+    """The bound of a run's EventStream (DESIGN.md 6): what `loop.stream` on a Runtime uses
+    where its LoopConfig leaves `stream_max_queue` / `stream_overflow` None."""
 
     max_queue: int = Field(10_000, ge=1)
     overflow: OverflowPolicy = "error"
 
 
 class SubscriptionConfig(_Section):
-    """Defaults of `agent.subscribe()` (DESIGN.md 7)."""
+    """Defaults of `agent.subscribe()` (DESIGN.md 7): what a subscription made without these
+    arguments gets, including those of `Agent.stream` and `Agent.astream`."""
 
     max_queue: int = Field(1000, ge=1)
     overflow: OverflowPolicy = "block"
@@ -176,7 +178,9 @@ class MemoryConfig(_Section):
 
 
 class TelemetryConfig(_Section):
-    """Logs and traces (DESIGN.md 10). `log_format = "auto"`: console on a TTY, else JSON."""
+    """Logs and traces (DESIGN.md 10). `log_format = "auto"`: console on a TTY, else JSON.
+    `log_content` is what `agent_runtime.telemetry.log_content()` answers once a Runtime
+    started with it (`ObservableModel` follows it unless given `log_content=`)."""
 
     log_format: Literal["auto", "console", "json"] = "auto"
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"

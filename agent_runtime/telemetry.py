@@ -38,6 +38,7 @@ from agent_runtime.config import TelemetryConfig
 
 _lock = threading.Lock()
 _configured_by_us = False
+_log_content = False  # `[telemetry] log_content` of the last configure_logging call
 
 INSTRUMENTATION_NAME = "agent_runtime"
 
@@ -92,11 +93,15 @@ def configure_logging(
     what the module docstring lists: locals, credentials and (unless `log_content`) content.
     Returns True if this call configured structlog; False if it was already configured (by
     this function or by the application) and `force` is False.
+
+    `config.log_content` is recorded in every case (see `log_content()`): it decides what the
+    runtime puts into its log events, whoever renders them.
     """
-    global _configured_by_us
+    global _configured_by_us, _log_content
     config = config or TelemetryConfig()
     stream = stream or sys.stderr
     with _lock:
+        _log_content = config.log_content
         if not force and (_configured_by_us or structlog.is_configured()):
             return False
         fmt = config.log_format
@@ -179,6 +184,13 @@ def _scrub(value: Any, depth: int = 0) -> Any:
         if isinstance(value, list | tuple | set | frozenset):
             return [_scrub(v, depth + 1) for v in value]
     return redact_text(repr(value))
+
+
+def log_content() -> bool:
+    """Whether prompt, response and tool-argument text may be logged: `[telemetry]
+    log_content` as the last `configure_logging` call (the last `Runtime.start`) set it;
+    False until one did."""
+    return _log_content
 
 
 def telemetry_enabled() -> bool:

@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, get_args
+from typing import Any, Final, cast, get_args
 
 import pykka
 
@@ -24,6 +24,25 @@ from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
 from agent_runtime.tools import Tool
+
+
+class _Int(int):
+    """A default that stands for a config value; told apart from a caller's by identity."""
+
+
+class _Str(str):
+    """A default that stands for a config value; told apart from a caller's by identity."""
+
+
+class _Float(float):
+    """A default that stands for a config value; told apart from a caller's by identity."""
+
+
+# `subscribe()`'s defaults: equal to the shipped `[subscription]` values, so the signature
+# reads as DESIGN.md writes it, while a subscription made without them takes the runtime's.
+MAX_QUEUE: Final[int] = _Int(1000)
+OVERFLOW: Final[OverflowPolicy] = cast(OverflowPolicy, _Str("block"))
+BLOCK_TIMEOUT: Final[float] = _Float(30.0)
 
 
 class Agent:
@@ -208,7 +227,7 @@ class Agent:
 
     async def astream(self, input: str | Message | Sequence[Message]) -> AsyncIterator[Event]:
         """`stream` for asyncio callers."""
-        sub = await self._asubscribe(1000, "block", 30.0)
+        sub = await self._asubscribe(MAX_QUEUE, OVERFLOW, BLOCK_TIMEOUT)
         try:
             run_id = (await self._astart(input)).run_id
             async for event in sub:
@@ -219,9 +238,16 @@ class Agent:
             sub.close()
 
     def subscribe(
-        self, max_queue: int = 1000, overflow: OverflowPolicy = "block", block_timeout: float = 30.0
+        self,
+        max_queue: int = MAX_QUEUE,
+        overflow: OverflowPolicy = OVERFLOW,
+        block_timeout: float = BLOCK_TIMEOUT,
     ) -> Subscription:
         """A bounded subscription to every event of this agent (and of its delegates).
+
+        An argument left out takes the runtime's `[subscription]` config (shipped: 1000,
+        `"block"`, 30 s, the defaults the signature shows); one given, even equal to the
+        default, wins.
 
         Raises:
             ValueError: `max_queue < 1`, an unknown policy or `block_timeout <= 0`.
@@ -242,6 +268,13 @@ class Agent:
     ) -> Subscription:
         if self._shell.stopped:
             raise AgentStopped(self.key)
+        config = self._shell.host.config.subscription
+        if max_queue is MAX_QUEUE:
+            max_queue = config.max_queue
+        if overflow is OVERFLOW:
+            overflow = config.overflow
+        if block_timeout is BLOCK_TIMEOUT:
+            block_timeout = config.block_timeout
         return Subscription(
             self.key,
             max_queue=max_queue,

@@ -12,6 +12,7 @@ import structlog
 
 from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime.abort import AbortSignal
+from agent_runtime.config import EventStreamConfig, RuntimeConfig
 from agent_runtime.event_stream import EventStream
 from agent_runtime.events import AgentEnd, Canceled, Error, Event, Terminal
 from agent_runtime.loop._run import check_continuable, continue_run, new_run_id, run
@@ -32,14 +33,22 @@ def _prepare(config: LoopConfig, runtime: LoopHost, into: EventStream | None) ->
     return config.model_copy(update=updates) if updates else config
 
 
-def _new_stream(config: LoopConfig, owner: Any) -> EventStream:
+def _new_stream(config: LoopConfig, runtime: LoopHost, owner: Any) -> EventStream:
+    defaults = _stream_defaults(runtime)
+    max_queue, overflow = config.stream_max_queue, config.stream_overflow
     return EventStream(
-        max_queue=config.stream_max_queue,
-        overflow=config.stream_overflow,
+        max_queue=defaults.max_queue if max_queue is None else max_queue,
+        overflow=defaults.overflow if overflow is None else overflow,
         owner=owner,
         run_id=config.run_id,
         agent=config.agent,
     )
+
+
+def _stream_defaults(runtime: LoopHost) -> EventStreamConfig:
+    """`[event_stream]` of the host's config (a Runtime has one), else the built-in defaults."""
+    config = getattr(runtime, "config", None)
+    return config.event_stream if isinstance(config, RuntimeConfig) else EventStreamConfig()
 
 
 def _abort_run(signal: AbortSignal, terminal: Terminal) -> None:
@@ -128,12 +137,13 @@ def stream(
     Synchronous tools run in the runtime's `tool_tasks` pool. `signal` defaults to a new
     signal of the runtime's abort table; aborting it cancels the run (DESIGN.md 7), and so
     does ending the stream first (`cancel()`, its timeout, its owner's exit). The returned
-    stream is bounded (`config.stream_max_queue`, `config.stream_overflow`); it and the
-    run's events carry `config.run_id`, or a fresh id when that is empty.
+    stream is bounded by `config.stream_max_queue` and `config.stream_overflow`, or where
+    those are None by the runtime's `[event_stream]` config; it and the run's events carry
+    `config.run_id`, or a fresh id when that is empty.
     """
     config = _prepare(config, runtime, event_stream)
     signal = signal if signal is not None else runtime.new_signal()
-    out = event_stream if event_stream is not None else _new_stream(config, owner)
+    out = event_stream if event_stream is not None else _new_stream(config, runtime, owner)
     _start(runtime, run(prompts, context, config, signal), out, signal)
     return out
 
@@ -155,6 +165,6 @@ def stream_continue(
     check_continuable(context)
     config = _prepare(config, runtime, event_stream)
     signal = signal if signal is not None else runtime.new_signal()
-    out = event_stream if event_stream is not None else _new_stream(config, owner)
+    out = event_stream if event_stream is not None else _new_stream(config, runtime, owner)
     _start(runtime, continue_run(context, config, signal), out, signal)
     return out

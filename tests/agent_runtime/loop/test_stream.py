@@ -281,7 +281,11 @@ def test_backpressure_a_block_stream_holds_the_run_until_read(runtime: Runtime) 
     out = stream(
         [UserMessage(content="go")],
         AgentContext(),
-        LoopConfig(model=ScriptedModel([ScriptedTurn(chunks=chunks)]), stream_max_queue=4),
+        LoopConfig(
+            model=ScriptedModel([ScriptedTurn(chunks=chunks)]),
+            stream_max_queue=4,
+            stream_overflow="block",
+        ),
         runtime=runtime,
     )
     wait_until(lambda: out.stats().queue_size == 4)
