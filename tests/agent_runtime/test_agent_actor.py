@@ -470,9 +470,10 @@ def test_a_restarted_agent_after_a_run_that_failed_to_start_takes_prompts_and_st
     monkeypatch.setattr(_actor, "launch_run", fails_once)
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]), restart="transient")
     sub = agent.subscribe()
+    crashed = agent.ref
     with pytest.raises(ValueError, match="once"):
         agent.prompt("go")
-    wait_until(lambda: agent.alive, what="the agent restarted")
+    wait_until(lambda: agent.alive and agent.ref is not crashed, what="the agent restarted")
     run_id = agent.prompt("again")
     assert isinstance(list(sub.until_end(timeout=5, run_id=run_id))[-1], AgentEnd)
     agent.stop()
