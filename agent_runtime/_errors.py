@@ -106,3 +106,21 @@ class ConcurrentModification(AgentRuntimeError):
         self.session = session
         self.expected = expected
         self.actual = actual
+
+
+class MemoryStoreError(AgentRuntimeError):
+    """A session-memory store cannot be opened or cannot carry out a change or a read.
+
+    Raised for a file that is not a database, is a directory, cannot be read or written, is
+    truncated or corrupt, or stays locked by another connection; the store's own error is
+    chained as `__cause__`.
+
+    Attributes:
+        path: the store's file (or `":memory:"`).
+        cause: what went wrong, in words (e.g. `"database is locked by another connection"`).
+    """
+
+    def __init__(self, path: str, cause: str) -> None:
+        super().__init__(f"session memory {path!r}: {cause}")
+        self.path = path
+        self.cause = cause

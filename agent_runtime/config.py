@@ -3,8 +3,11 @@
 Every default named in DESIGN.md lives on these models, and config/runtime.toml repeats them
 (a test keeps the two equal). Precedence, lowest first: model defaults, the TOML file,
 environment variables `AGENT_RUNTIME_<SECTION>__<KEY>` (nested keys continue with `__`, e.g.
-`AGENT_RUNTIME_LLM__PROFILES__OPENAI__MODEL`). Unknown keys and wrong types fail with a
-`ConfigError` naming the key, the value and where it came from.
+`AGENT_RUNTIME_LLM__PROFILES__OPENAI__MODEL`); `AGENT_RUNTIME_CONFIG` names the file. Any
+other `AGENT_RUNTIME_*` variable is a mistake (`AGENT_RUNTIME_MAXTOOLTURNS`) and is rejected
+rather than ignored. Unknown keys, wrong types, a `default_profile` naming no profile and a file
+that cannot be read fail with a `ConfigError` naming the key, the value and where it came from.
+A UTF-8 byte-order mark at the start of the file is accepted (editors on Windows write one).
 """
 
 from __future__ import annotations
@@ -16,7 +19,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from agent_runtime._errors import ConfigError
 from agent_runtime._thinking import ThinkingBudgets as ThinkingBudgets  # public path
@@ -45,14 +56,16 @@ class SupervisionConfig(_Section):
 
 
 class EventStreamConfig(_Section):
-    """Defaults of a run's bounded EventStream (DESIGN.md 6)."""
+    """The bound of a run's EventStream (DESIGN.md 6): what `loop.stream` on a Runtime uses
+    where its LoopConfig leaves `stream_max_queue` / `stream_overflow` None."""
 
     max_queue: int = Field(10_000, ge=1)
     overflow: OverflowPolicy = "error"
 
 
 class SubscriptionConfig(_Section):
-    """Defaults of `agent.subscribe()` (DESIGN.md 7)."""
+    """Defaults of `agent.subscribe()` (DESIGN.md 7): what a subscription made without these
+    arguments gets, including those of `Agent.stream` and `Agent.astream`."""
 
     max_queue: int = Field(1000, ge=1)
     overflow: OverflowPolicy = "block"
@@ -66,9 +79,9 @@ class AgentConfig(_Section):
     follow_up_mode: QueueMode = "one_at_a_time"
     max_tool_concurrency: int = Field(8, ge=1)
     max_tool_turns: int = Field(25, ge=1)
-    tool_timeout: float | None = Field(None, gt=0)
-    abort_grace: float = Field(0.25, ge=0)
-    follow_up_poll: float = Field(0.05, ge=0)
+    tool_timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
+    abort_grace: float = Field(0.25, ge=0, allow_inf_nan=False)
+    follow_up_poll: float = Field(0.05, ge=0, allow_inf_nan=False)
     thinking_level: ThinkingLevel = "off"
     restart: Literal["temporary", "transient"] = "temporary"
 
@@ -132,11 +145,17 @@ class LLMConfig(_Section):
 
     `default_profile` is None unless configured, so no model is picked behind the caller's
     back: `from_config()` without a name then raises a ConfigError saying how to name one.
+    Timeouts, in seconds: `timeout` is httpx's per-read timeout (any byte resets it),
+    `connect_timeout` the connect one, `request_timeout` bounds a whole model call and
+    `idle_timeout` a stream's wait for its next data event (SSE comments and keep-alive pings
+    do not reset it); the last two end the call with a retryable `NetworkError` naming them.
     """
 
     default_profile: str | None = None
     timeout: float = Field(60.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
+    request_timeout: float = Field(600.0, gt=0)
+    idle_timeout: float = Field(120.0, gt=0)
     profiles: dict[str, ModelProfile] = Field(default_factory=_default_profiles)
 
 
@@ -149,9 +168,19 @@ class MemoryConfig(_Section):
     write: bool = True
     last_n: int | None = Field(None, ge=1)
 
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        # SQLite opens a private temporary database for "": durable in name only.
+        if not value.strip():
+            raise ValueError("the session memory path must name a file, not be empty")
+        return value
+
 
 class TelemetryConfig(_Section):
-    """Logs and traces (DESIGN.md 10). `log_format = "auto"`: console on a TTY, else JSON."""
+    """Logs and traces (DESIGN.md 10). `log_format = "auto"`: console on a TTY, else JSON.
+    `log_content` is what `agent_runtime.telemetry.log_content()` answers once a Runtime
+    started with it (`ObservableModel` follows it unless given `log_content=`)."""
 
     log_format: Literal["auto", "console", "json"] = "auto"
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
@@ -170,6 +199,18 @@ class RuntimeConfig(_Section):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+
+    @model_validator(mode="after")
+    def _check_default_profile(self) -> RuntimeConfig:
+        name = self.llm.default_profile
+        if name is not None and name not in self.llm.profiles:
+            known = ", ".join(sorted(self.llm.profiles)) or "none"
+            raise PydanticCustomError(
+                "unknown_profile",
+                "names no configured profile (configured profiles: {known})",
+                {"key": "llm.default_profile", "value": name, "known": known},
+            )
+        return self
 
 
 def load_config(
@@ -191,17 +232,30 @@ def load_config(
     file = _resolve_path(path, env)
     if file is not None:
         source = str(file)
-        try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ConfigError(f"config file {source} does not exist") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {source} is not valid TOML: {exc}") from exc
+        data = _read_toml(file)
     from_env = _apply_env(data, env)
     try:
         return RuntimeConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source, from_env)) from None
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    source = str(file)
+    try:
+        text = file.read_text(encoding="utf-8-sig")  # -sig: a leading BOM is dropped
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {source} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"config file {source} is a directory, not a TOML file") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {source} is not UTF-8 text: {exc}") from exc
+    except OSError as exc:  # unreadable (permissions, a directory on Windows, ...)
+        raise ConfigError(f"config file {source} cannot be read: {exc}") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {source} is not valid TOML: {exc}") from exc
 
 
 def _resolve_path(path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
@@ -215,8 +269,21 @@ def _resolve_path(path: str | os.PathLike[str] | None, env: Mapping[str, str]) -
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
     """Write `AGENT_RUNTIME_A__B__C=v` into data[a][b][c]; return {path: variable name}."""
     applied: dict[tuple[str, ...], str] = {}
+    unknown = sorted(
+        name
+        for name in env
+        if name.startswith(ENV_PREFIX) and name != CONFIG_PATH_ENV and "__" not in name
+    )
+    if unknown:
+        sections = ", ".join(name.upper() for name in RuntimeConfig.model_fields)
+        raise ConfigError(
+            f"unknown config environment variable(s) {', '.join(unknown)}: overrides are "
+            f"named {ENV_PREFIX}<SECTION>__<KEY> with a double underscore between the names "
+            f"(e.g. {ENV_PREFIX}AGENT__MAX_TOOL_TURNS=10; sections: {sections}), and "
+            f"{CONFIG_PATH_ENV} names the config file"
+        )
     for name, raw in env.items():
-        if not name.startswith(ENV_PREFIX) or "__" not in name:
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_PATH_ENV:
             continue
         keys = tuple(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
         if not all(keys):
@@ -250,6 +317,10 @@ def _describe(exc: ValidationError, source: str, from_env: dict[tuple[str, ...],
     lines = []
     for error in exc.errors():
         loc = tuple(str(part) for part in error["loc"])
+        context = error.get("ctx") or {}
+        if not loc and "key" in context:  # a check across keys names the key it is about
+            loc = tuple(context["key"].split("."))
+            error = {**error, "input": context["value"]}
         key = ".".join(loc)
         origin = next(
             (

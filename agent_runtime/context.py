@@ -87,19 +87,35 @@ def message_size(message: Message) -> int:
     return sum(_block_size(block) for block in message.content)
 
 
-def estimate_size(messages: Sequence[Message], *, system_prompt: str | None = None) -> int:
-    """The estimated size of `messages` (and `system_prompt`) in characters."""
+def estimate_size(messages: Sequence[Message], system_prompt: str | None = None) -> int:
+    """The estimated size of `messages` (and `system_prompt`) in characters.
+
+    `system_prompt` may be given by position or by name (`estimate_size(messages, prompt)`).
+
+    Raises:
+        TypeError: `system_prompt` is neither a str nor None.
+    """
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise TypeError(f"system_prompt must be a str or None, not {type(system_prompt).__name__}")
     return len(system_prompt or "") + sum(message_size(m) for m in messages)
 
 
-def estimate_tokens(messages: Sequence[Message], *, system_prompt: str | None = None) -> int:
-    """The estimated token count: `ceil(chars / 4) + 4 per message` (see the module docs)."""
-    chars = estimate_size(messages, system_prompt=system_prompt)
+def estimate_tokens(messages: Sequence[Message], system_prompt: str | None = None) -> int:
+    """The estimated token count: `ceil(chars / 4) + 4 per message` (see the module docs).
+
+    Raises:
+        TypeError: as `estimate_size`.
+    """
+    chars = estimate_size(messages, system_prompt)
     return math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS * len(messages)
 
 
-def stats(messages: Sequence[Message], *, system_prompt: str | None = None) -> ContextStats:
-    """Counts and size estimates of `messages` (`by_role` has only the roles present)."""
+def stats(messages: Sequence[Message], system_prompt: str | None = None) -> ContextStats:
+    """Counts and size estimates of `messages` (`by_role` has only the roles present).
+
+    Raises:
+        TypeError: as `estimate_size`.
+    """
     by_role: dict[str, int] = {}
     tool_calls = images = 0
     for message in messages:
@@ -110,8 +126,8 @@ def stats(messages: Sequence[Message], *, system_prompt: str | None = None) -> C
             images += sum(isinstance(b, ImageContent) for b in message.content)
     return ContextStats(
         message_count=len(messages),
-        chars=estimate_size(messages, system_prompt=system_prompt),
-        tokens=estimate_tokens(messages, system_prompt=system_prompt),
+        chars=estimate_size(messages, system_prompt),
+        tokens=estimate_tokens(messages, system_prompt),
         by_role=by_role,
         tool_calls=tool_calls,
         tool_results=by_role.get("tool_result", 0),
@@ -145,11 +161,12 @@ def truncate(
     - `keep_bookends` keeps the oldest units that fit in half of the budget and then the
       newest units that fit in the rest, dropping the middle (Lemon keeps `max_messages // 2`
       messages at each end; here both limits apply and units are never split);
-    - with `keep_first_user`, the first user message (the task) is always kept.
-    The newest unit (holding the last message) is always kept, even alone over the limits: it
-    is what the model must answer (a provider's context-overflow error is better than an
-    answer to an older question).
-    Apart from these two pinned units, `kept` fits both limits.
+    - with `keep_first_user`, the first user message (the task) is always kept, and its
+      size and count are taken from the budget first.
+    `kept` fits both limits (as Lemon's does). The one exception is the first user message
+    under `keep_first_user`: it is kept even when it alone is over a limit (then nothing
+    else is). A newest unit too big for the limits is dropped like any other, so `kept` may
+    be empty, or end before the last message.
 
     Guarantees: `kept` and `dropped` partition `messages`, each in the original order; whole
     units are kept (no orphaned result, no unpaired call), so a transcript that passes
@@ -171,7 +188,7 @@ def truncate(
     costs = [(len(u), sum(sizes[i] for i in u)) for u in units]
     # Newest first means by each unit's last message (results may follow a user message).
     newest_first = sorted(range(len(units)), key=lambda n: units[n][-1], reverse=True)
-    keep = {newest_first[0]}
+    keep: set[int] = set()
     if keep_first_user:
         first_user = next((n for n, u in enumerate(units) if _is_user(msgs[u[0]])), None)
         if first_user is not None:

@@ -9,6 +9,7 @@ with exactly one terminal event: `AgentEnd`, `Error` or `Canceled`.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     PrivateAttr,
     SerializerFunctionWrapHandler,
     TypeAdapter,
@@ -32,6 +34,7 @@ __all__ = [
     "AgentEnd",
     "AgentStart",
     "Canceled",
+    "CustomEvent",
     "Error",
     "Event",
     "EventAdapter",
@@ -248,6 +251,38 @@ class TurnEnd(_EventBase):
     tool_results: list[ToolResultMessage] = Field(default_factory=list)
 
 
+def _finite_json(value: JsonValue) -> JsonValue:
+    """Reject NaN and infinities, which JSON cannot carry (they would come back as null)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"data holds {item!r}, which JSON cannot represent")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value
+
+
+class CustomEvent(_EventBase):
+    """An application's own event, carried by the same streams as the run's events.
+
+    `name` says what happened (non-empty); `data` is any JSON value (objects, arrays,
+    strings, finite numbers, booleans, null), so the event round-trips through JSON like
+    every other. Tools emit one with `ToolContext.emit(name, data)`: it reaches the agent's
+    subscribers in order with the run's other events. Applications may also push one into an
+    `EventStream` directly.
+
+    Raises:
+        pydantic.ValidationError: `name` is not a non-empty str, or `data` is not a JSON value.
+    """
+
+    type: Literal["custom"] = "custom"
+    name: str = Field(min_length=1)
+    data: Annotated[JsonValue, AfterValidator(_finite_json)] = None
+
+
 class ProviderRetry(_EventBase):
     """A retryable provider failure: attempt `attempt` will be retried after `delay` seconds."""
 
@@ -273,10 +308,15 @@ class EventsDropped(_EventBase):
 
 
 class AgentEnd(_EventBase):
-    """Terminal: the run completed; `new_messages` holds only the messages this run created."""
+    """Terminal: the run completed; `new_messages` holds only the messages this run created.
+
+    `memory_error` is None once every turn of the run was committed to session memory, else
+    why one was not (the run's result stands: the agent's own history has the messages).
+    """
 
     type: Literal["agent_end"] = "agent_end"
     new_messages: list[Message] = Field(default_factory=list)
+    memory_error: str | None = None
 
 
 class Error(_EventBase):
@@ -306,6 +346,7 @@ Event = Annotated[
     | TurnEnd
     | ProviderRetry
     | ProviderRetryEnd
+    | CustomEvent
     | EventsDropped
     | AgentEnd
     | Error

@@ -3,6 +3,12 @@
 Every model here is a frozen pydantic model (`extra="forbid"`) and round-trips through JSON exactly:
 `Model.model_validate_json(m.model_dump_json()) == m`. Content blocks are discriminated by `type`,
 messages by `role`; parse untyped data with `MessageAdapter` / `MessageListAdapter`.
+
+Text is always valid Unicode: a lone surrogate in any string of a message or content block
+(prompts, tool results, model output, tool-call arguments and details, nested values included),
+such as `"q \udcff"` from `os.listdir` for a file name that is not UTF-8, is replaced by U+FFFD
+(`"q \ufffd"`) when the model is made. So every message encodes as UTF-8: it can be sent to
+any provider, stored in session memory and serialized to JSON.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+
+from agent_runtime._text import replace_lone_surrogates, replace_lone_surrogates_in
 
 __all__ = [
     "AnyContent",
@@ -39,6 +47,13 @@ Trust = Literal["trusted", "untrusted"]
 """Whether a tool result's content may be treated as instructions (`trusted`) or only as data."""
 
 
+_Text = Annotated[str, AfterValidator(replace_lone_surrogates)]
+"""A string of a message: lone surrogates replaced by U+FFFD."""
+
+_JsonObject = Annotated[dict[str, Any], AfterValidator(replace_lone_surrogates_in)]
+"""A JSON object of a message (arguments, details): lone surrogates replaced in every string."""
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -47,15 +62,15 @@ class TextContent(_Frozen):
     """A block of plain text."""
 
     type: Literal["text"] = "text"
-    text: str
+    text: _Text
 
 
 class ImageContent(_Frozen):
     """An inline image: base64-encoded `data` of the given `mime_type` (not decoded or checked)."""
 
     type: Literal["image"] = "image"
-    data: str
-    mime_type: str
+    data: _Text
+    mime_type: _Text
 
 
 class ThinkingContent(_Frozen):
@@ -66,8 +81,8 @@ class ThinkingContent(_Frozen):
     """
 
     type: Literal["thinking"] = "thinking"
-    thinking: str
-    signature: str | None = None
+    thinking: _Text
+    signature: _Text | None = None
     redacted: bool = False
 
 
@@ -75,10 +90,10 @@ class ToolCall(_Frozen):
     """The model's request to run tool `name` with JSON `arguments`; `id` pairs it with a result."""
 
     type: Literal["tool_call"] = "tool_call"
-    id: str
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    raw_arguments: str | None = None
+    id: _Text
+    name: _Text
+    arguments: _JsonObject = Field(default_factory=dict)
+    raw_arguments: _Text | None = None
     """The arguments as streamed, kept when they were not complete, valid JSON objects."""
 
 
@@ -129,7 +144,7 @@ class UserMessage(_Frozen):
     """A message from the user (or an application acting for them): a string or content blocks."""
 
     role: Literal["user"] = "user"
-    content: str | list[Content]
+    content: _Text | list[Content]
     timestamp: float = Field(default_factory=time.time)
 
     @property
@@ -150,10 +165,10 @@ class AssistantMessage(_Frozen):
     role: Literal["assistant"] = "assistant"
     content: list[AssistantContent] = Field(default_factory=list)
     stop_reason: StopReason = "stop"
-    error_message: str | None = None
+    error_message: _Text | None = None
     usage: Usage = Field(default_factory=Usage)
-    model: str = ""
-    provider: str = ""
+    model: _Text = ""
+    provider: _Text = ""
     timestamp: float = Field(default_factory=time.time)
 
     @property
@@ -175,10 +190,10 @@ class ToolResultMessage(_Frozen):
     """
 
     role: Literal["tool_result"] = "tool_result"
-    tool_call_id: str
-    tool_name: str
+    tool_call_id: _Text
+    tool_name: _Text
     content: list[Content] = Field(default_factory=list)
-    details: dict[str, Any] | None = None
+    details: _JsonObject | None = None
     is_error: bool = False
     trust: Trust = "trusted"
     timestamp: float = Field(default_factory=time.time)
@@ -193,7 +208,7 @@ class ToolResult(_Frozen):
     """What a tool returns; the loop wraps it into a `ToolResultMessage` paired with the call."""
 
     content: list[Content] = Field(default_factory=list)
-    details: dict[str, Any] | None = None
+    details: _JsonObject | None = None
     is_error: bool = False
     trust: Trust = "trusted"
 

@@ -3,24 +3,84 @@
 Library code only calls `structlog.get_logger(__name__)` and the accessors here; nothing is
 configured at import time. `configure_logging` is called by `Runtime.start` and the CLI, and
 leaves alone a structlog that the application configured itself.
+
+What the logs it configures never show, whatever the level and whichever code logs:
+- frame locals: tracebacks list files, lines and functions, never the values of variables
+  (which would hold request headers, prompts and tool arguments);
+- credentials: the values of `Authorization`, `Proxy-Authorization` and `api_key` under any
+  prefix (`x-api-key`, `x-goog-api-key`, `OPENAI_API_KEY`; any case, `-` or `_`) in logged
+  mappings, headers, options and objects, `Bearer` tokens, `key=` / `api_key=` URL
+  parameters and strings shaped like OpenAI, Anthropic, Google or Groq keys, in values,
+  messages and tracebacks alike: each becomes `REDACTED`;
+- content, unless `log_content = true`: the value of a key in `CONTENT_KEYS` (prompts,
+  answers, messages, tool arguments) becomes `HIDDEN`; numbers (e.g. a count of prompts) stay.
+Exception messages and failure reasons are logged as raised (they say what failed): a tool
+whose own exception message quotes its arguments puts them in its failure's line. An
+application that configures structlog itself can add `hide_content` and `redact_secrets` to
+its processors (before its renderer, after rendering tracebacks without locals).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 import structlog
 from opentelemetry import metrics, trace
+from structlog.tracebacks import ExceptionDictTransformer
+from structlog.typing import EventDict, WrappedLogger
 
 from agent_runtime.config import TelemetryConfig
 
 _lock = threading.Lock()
 _configured_by_us = False
+_log_content = False  # `[telemetry] log_content` of the last configure_logging call
 
 INSTRUMENTATION_NAME = "agent_runtime"
+
+REDACTED = "<redacted>"
+"""What a logged credential is replaced by."""
+
+HIDDEN = "<hidden: log_content = false>"
+"""What logged content is replaced by while `log_content` is false."""
+
+CONTENT_KEYS = frozenset(
+    {
+        "prompt",
+        "prompts",
+        "system_prompt",
+        "answer",
+        "text",
+        "content",
+        "messages",
+        "arguments",
+        "raw_arguments",
+        "response",
+        "completion",
+        "body",
+    }
+)
+"""Log keys whose values are prompt, response or tool-argument text."""
+
+# `authorization`, `proxy-authorization`, and `api_key` with any prefix: `x-api-key`,
+# `x-goog-api-key`, `OPENAI_API_KEY` (not `api_key_env`, which names a variable).
+_SECRET_NAMES = r"(?:proxy[-_]?)?authorization|(?:[a-z0-9]+[-_])*api[-_]?key"
+_SECRET_KEY = re.compile(rf"(?i)(?:{_SECRET_NAMES})")
+# In text: a named secret (`Authorization: Bearer x`, `'x-api-key': 'x'`, `api_key=x`), a
+# bearer token, a key in a URL's query, and the shapes of well-known provider keys.
+_SECRET_TEXT = re.compile(
+    rf"""(?ix)
+    (?P<name>\b(?:{_SECRET_NAMES})\b["']?\s*[:=]\s*["']?(?:(?:bearer|basic)\s+)?)[^\s"',;&)}}\]]+
+    | (?P<bearer>\bbearer\s+)[a-z0-9._~+/=-]{{8,}}
+    | (?P<query>[?&](?:key|api[-_]?key|access_token)=)[^&\s"'#]+
+    | \bsk-[a-z0-9_-]{{16,}} | \bAIza[0-9a-z_-]{{30,}} | \bgsk_[a-z0-9]{{20,}}
+    """
+)
+_MAX_DEPTH = 8
 
 
 def configure_logging(
@@ -29,32 +89,42 @@ def configure_logging(
     """Configure structlog for the runtime, once per process.
 
     `log_format = "auto"` renders for humans when `stream` (default stderr) is a terminal and
-    as JSON lines otherwise. Returns True if this call configured structlog; False if it was
-    already configured (by this function or by the application) and `force` is False.
+    as JSON lines otherwise (tracebacks as structured frames). Either way the lines keep out
+    what the module docstring lists: locals, credentials and (unless `log_content`) content.
+    Returns True if this call configured structlog; False if it was already configured (by
+    this function or by the application) and `force` is False.
+
+    `config.log_content` is recorded in every case (see `log_content()`): it decides what the
+    runtime puts into its log events, whoever renders them.
     """
-    global _configured_by_us
+    global _configured_by_us, _log_content
     config = config or TelemetryConfig()
     stream = stream or sys.stderr
     with _lock:
+        _log_content = config.log_content
         if not force and (_configured_by_us or structlog.is_configured()):
             return False
         fmt = config.log_format
         if fmt == "auto":
             fmt = "console" if stream.isatty() else "json"
-        renderer: Any = (
-            structlog.dev.ConsoleRenderer()
-            if fmt == "console"
-            else structlog.processors.JSONRenderer()
-        )
         processors: list[Any] = [
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),
         ]
+        if not config.log_content:
+            processors.append(hide_content)
+        # Tracebacks are rendered before redaction (so it sees them), and without locals.
         if fmt == "json":
-            processors.append(structlog.processors.dict_tracebacks)
-        processors.append(renderer)
+            processors.append(
+                structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
+            )
+            renderer: Any = structlog.processors.JSONRenderer()
+        else:
+            processors.append(structlog.processors.format_exc_info)
+            renderer = structlog.dev.ConsoleRenderer()
+        processors += [redact_secrets, renderer]
         structlog.configure(
             processors=processors,
             wrapper_class=structlog.make_filtering_bound_logger(
@@ -65,6 +135,62 @@ def configure_logging(
         )
         _configured_by_us = True
         return True
+
+
+def hide_content(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """A structlog processor: replace the values of `CONTENT_KEYS` by `HIDDEN` (numbers and
+    None stay: they count or mark, they do not quote)."""
+    for key in CONTENT_KEYS.intersection(event_dict):
+        value = event_dict[key]
+        if value is not None and not isinstance(value, int | float):
+            event_dict[key] = HIDDEN
+    return event_dict
+
+
+def redact_secrets(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """A structlog processor: replace every credential in the event by `REDACTED`.
+
+    Values under a credential's name are replaced whole, at any depth of mappings and lists;
+    strings are scrubbed of the credential patterns; other objects are logged as their
+    scrubbed `repr` (which is what the renderers would print of them).
+    """
+    return {key: REDACTED if _is_secret_key(key) else _scrub(v) for key, v in event_dict.items()}
+
+
+def redact_text(text: str) -> str:
+    """`text` with every credential pattern (see the module docstring) replaced."""
+    return _SECRET_TEXT.sub(_replacement, text)
+
+
+def _replacement(match: re.Match[str]) -> str:
+    prefix = match.group("name") or match.group("bearer") or match.group("query") or ""
+    return prefix + REDACTED
+
+
+def _is_secret_key(key: object) -> bool:
+    return isinstance(key, str) and _SECRET_KEY.fullmatch(key) is not None
+
+
+def _scrub(value: Any, depth: int = 0) -> Any:
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return redact_text(value)
+    if depth < _MAX_DEPTH:
+        if isinstance(value, Mapping):
+            return {
+                k: REDACTED if _is_secret_key(k) else _scrub(v, depth + 1) for k, v in value.items()
+            }
+        if isinstance(value, list | tuple | set | frozenset):
+            return [_scrub(v, depth + 1) for v in value]
+    return redact_text(repr(value))
+
+
+def log_content() -> bool:
+    """Whether prompt, response and tool-argument text may be logged: `[telemetry]
+    log_content` as the last `configure_logging` call (the last `Runtime.start`) set it;
+    False until one did."""
+    return _log_content
 
 
 def telemetry_enabled() -> bool:

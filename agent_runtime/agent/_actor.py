@@ -61,7 +61,8 @@ class AgentActor(SupervisedActor):
     - An exception a handler does not expect (anything but the `AgentRuntimeError`s it raises
       on purpose, which go back to the caller) is returned to the caller and crashes the actor:
       the supervisor sees an abnormal exit with that reason, the registry entry goes, and the
-      run it had is ended with `Error("agent_crashed: ...")`.
+      run it had is ended with `Error("agent_crashed: ...")`. A run that fails to start is
+      undone first, so nothing waits for its end (a subscription closes with the agent).
     - On start the history is the session's (within the memory policy's window; empty when the
       policy does not read), with calls left unpaired answered `outcome="unknown"`.
     """
@@ -173,6 +174,9 @@ class AgentActor(SupervisedActor):
             take_all(self.follow_ups),
         )
         view = RunView(uuid.uuid4().hex[:16], signal, inbox)
+        if not self.shell.run_started(view):  # the agent ended since the check above
+            self._unstart(view)
+            raise AgentStopped(self.key)
         # Built from values validated where they entered (start_agent, set_*, the loop's own
         # messages): not validated again, so a run's start does not grow with the history.
         context = AgentContext.model_construct(
@@ -181,23 +185,30 @@ class AgentActor(SupervisedActor):
             tools=tools,
             transcript=self.transcript.copy(),
         )
-        self.run = ActiveRun(view)
-        self.error = None
-        self.ended_ok_at = -math.inf
-        self.shell.run_started(view)
         try:
             launch_run(self.shell, self.actor_ref, view, prompts, context, self.model, trace_links)
         except RuntimeError as exc:  # the event loop is gone (the runtime stopped)
-            self.run = None
-            self.steering.extendleft(reversed(take_all(inbox.steering)))
-            self.follow_ups.extendleft(reversed(take_all(inbox.follow_ups)))
-            signal.abort("runtime_stopped")
-            if self.shell.run_delivered(view):
-                self.shell.close_subscriptions()
-            self.host.abort_table.release(signal)
+            self._unstart(view)
             raise AgentStopped(self.key) from exc
+        except BaseException:
+            self._unstart(view)  # no end of this run is awaited, then the actor crashes
+            raise
+        self.run = ActiveRun(view)
+        self.error = None
+        self.ended_ok_at = -math.inf
         self.log.debug("agent.run.started", run_id=view.run_id, continued=prompts is None)
         return view
+
+    def _unstart(self, view: RunView) -> None:
+        """Undo the start of a run that will not run: its queued messages go back to the
+        agent's queues, its signal is released."""
+        inbox = view.inbox
+        self.steering.extendleft(reversed(take_all(inbox.steering)))
+        self.follow_ups.extendleft(reversed(take_all(inbox.follow_ups)))
+        view.signal.abort("not_started")
+        if self.shell.run_delivered(view):
+            self.shell.close_subscriptions()
+        self.host.abort_table.release(view.signal)
 
     def _current(self, run_id: str) -> ActiveRun | None:
         run = self.run

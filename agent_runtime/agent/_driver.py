@@ -14,6 +14,7 @@ from agent_runtime.agent._messages import answer
 from agent_runtime.agent._run import RunView
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.events import (
+    AgentEnd,
     Canceled,
     Error,
     Event,
@@ -44,7 +45,10 @@ class RunDriver:
     - Each turn (an assistant message with its tool results) is appended to session memory as
       one batch when it ends, off the event loop, in order; the run's end is told and delivered
       only after its last append finished or failed (or after COMMIT_WAIT, logged, should the
-      store hang: the run's end is never held for ever).
+      store hang: the run's end is never held for ever). A run that ends with `AgentEnd`
+      carries in `memory_error` why one of its turns was not committed (or is not yet, after
+      COMMIT_WAIT); the appends run on the writer's threads, so a locked store holds up no
+      other agent's run.
     - The actor hears of the run's end before the end is delivered, and the run's outcome
       (`run()`) is set after the delivery: once `run()` returns, the agent takes a new prompt.
     - Events of consecutive runs reach each subscription in run order.
@@ -68,6 +72,7 @@ class RunDriver:
         self.unit: list[Message] = []  # the turn being assembled
         self.run_messages: list[Message] = []
         self.last_write: Future[None] | None = None
+        self.memory_error: str | None = None  # the first failed commit of this run
         self.terminal: Event | None = None
         self.settled = False
         self.facts: list[tuple[str, tuple[Any, ...]]] = []  # not yet told to the actor
@@ -168,6 +173,14 @@ class RunDriver:
         unit, self.unit = self.unit, []
         if unit and self.writer is not None and self.view.crashed is None:
             self.last_write = self.writer.append(self.shell.key.session, unit)
+            self.last_write.add_done_callback(self._committed)
+
+    def _committed(self, write: Future[None]) -> None:
+        """On a writer thread, before the run's end can see this write done (this callback is
+        added before the end's await): remember the run's first failed commit."""
+        error = write.exception()
+        if error is not None and self.memory_error is None:
+            self.memory_error = f"{type(error).__name__}: {error}"
 
     async def _end(self, terminal: Event) -> Event:
         view = self.view
@@ -187,8 +200,13 @@ class RunDriver:
                 await asyncio.wait_for(asyncio.wrap_future(self.last_write), COMMIT_WAIT)
             except TimeoutError:
                 self.log.warning("agent.memory.commit_slow", waited=COMMIT_WAIT)
+                self.memory_error = self.memory_error or (
+                    f"the commit to session memory did not finish within {COMMIT_WAIT:g}s"
+                )
             except Exception:
-                pass  # the writer logged it; the run's result stands
+                pass  # the writer logged it and _committed noted it; the run's result stands
+        if self.memory_error is not None and isinstance(terminal, AgentEnd):
+            terminal = terminal.model_copy(update={"memory_error": self.memory_error})
         self.terminal = terminal
         self.facts.append(("run_ended", (terminal, dangling)))
         self._flush()

@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, get_args
+from typing import Any, Final, cast, get_args
 
 import pykka
 
@@ -24,7 +24,26 @@ from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
-from agent_runtime.tools import Tool, check_unique
+from agent_runtime.tools import Tool
+
+
+class _Int(int):
+    """A default that stands for a config value; told apart from a caller's by identity."""
+
+
+class _Str(str):
+    """A default that stands for a config value; told apart from a caller's by identity."""
+
+
+class _Float(float):
+    """A default that stands for a config value; told apart from a caller's by identity."""
+
+
+# `subscribe()`'s defaults: equal to the shipped `[subscription]` values, so the signature
+# reads as DESIGN.md writes it, while a subscription made without them takes the runtime's.
+MAX_QUEUE: Final[int] = _Int(1000)
+OVERFLOW: Final[OverflowPolicy] = cast(OverflowPolicy, _Str("block"))
+BLOCK_TIMEOUT: Final[float] = _Float(30.0)
 
 
 class Agent:
@@ -104,9 +123,13 @@ class Agent:
         after the current answer (remaining tool calls of the batch are skipped).
 
         A `system_prompt` travels with the message: it applies from the model call that
-        message goes into, for the rest of that run (the agent's own prompt stays)."""
-        (msg,) = as_messages(message)
-        self._queue("steer", Queued(msg, system_prompt))
+        message goes into, for the rest of that run (the agent's own prompt stays).
+
+        Raises:
+            TypeError: `message` is not a str or a Message, or `system_prompt` not a str.
+            ValueError: a list that does not hold exactly one message.
+        """
+        self._queue("steer", _queued("steer", message, system_prompt))
 
     def follow_up(self, message: str | Message, *, system_prompt: str | None = None) -> None:
         """Queue a message for when the agent would otherwise stop.
@@ -114,9 +137,13 @@ class Agent:
         Sent to an idle agent, it only queues, unless it arrives within `follow_up_poll`
         (`[agent]` config, 50 ms) after a run that ended with `AgentEnd`: then it starts a run.
         After a failed or aborted run it never starts one (and leaves `state().error`).
-        A `system_prompt` travels with the message as with `steer`."""
-        (msg,) = as_messages(message)
-        self._queue("follow_up", Queued(msg, system_prompt))
+        A `system_prompt` travels with the message as with `steer`.
+
+        Raises:
+            TypeError: `message` is not a str or a Message, or `system_prompt` not a str.
+            ValueError: a list that does not hold exactly one message.
+        """
+        self._queue("follow_up", _queued("follow_up", message, system_prompt))
 
     def _queue(self, name: str, queued: Queued) -> None:
         if self._calls.on_loop_thread():
@@ -235,7 +262,7 @@ class Agent:
             TypeError: `input` is not a str, a Message or a list of Messages.
         """
         prompts = as_messages(input)
-        sub = self.subscribe(1000, "block", 30.0)
+        sub = self.subscribe()
         try:
             run_id = self._start(prompts).run_id
         except BaseException:
@@ -247,9 +274,16 @@ class Agent:
         self._calls.tell("abort", reason, run_id)
 
     def subscribe(
-        self, max_queue: int = 1000, overflow: OverflowPolicy = "block", block_timeout: float = 30.0
+        self,
+        max_queue: int = MAX_QUEUE,
+        overflow: OverflowPolicy = OVERFLOW,
+        block_timeout: float = BLOCK_TIMEOUT,
     ) -> Subscription:
         """A bounded subscription to every event of this agent (and of its delegates).
+
+        An argument left out takes the runtime's `[subscription]` config (shipped: 1000,
+        `"block"`, 30 s, the defaults the signature shows); one given, even equal to the
+        default, wins.
 
         Raises:
             ValueError: `max_queue < 1`, an unknown policy or `block_timeout <= 0`.
@@ -270,6 +304,13 @@ class Agent:
     ) -> Subscription:
         if self._shell.stopped:
             raise AgentStopped(self.key)
+        config = self._shell.host.config.subscription
+        if max_queue is MAX_QUEUE:
+            max_queue = config.max_queue
+        if overflow is OVERFLOW:
+            overflow = config.overflow
+        if block_timeout is BLOCK_TIMEOUT:
+            block_timeout = config.block_timeout
         return Subscription(
             self.key,
             max_queue=max_queue,
@@ -322,37 +363,55 @@ class Agent:
             await self._calls.acall("abort", "reset")
             await self.await_idle(10.0)
 
+    # Each setter checks its value by the rules of `start_agent` before it reaches the actor.
+
     def set_system_prompt(self, prompt: str) -> None:
-        """Use `prompt` from the next model call on (also mid-run)."""
-        if not isinstance(prompt, str):
-            raise TypeError(f"system prompt must be a str, not {type(prompt).__name__}")
-        self._calls.call("set_system_prompt", prompt)
+        """Use `prompt` from the next model call on (also mid-run).
+
+        Raises:
+            TypeError: `prompt` is not a str.
+        """
+        self._calls.call("set_system_prompt", self._check("system_prompt", prompt))
 
     def set_model(self, model: ChatModel) -> None:
-        """Use `model` from the next run on."""
-        if not isinstance(model, ChatModel):
-            raise TypeError(f"model must be a ChatModel, not {type(model).__name__}")
-        self._calls.call("set_model", model)
+        """Use `model` from the next run on.
+
+        Raises:
+            TypeError: `model` is not a ChatModel.
+        """
+        self._calls.call("set_model", self._check("model", model))
 
     def set_tools(self, tools: Sequence[Tool]) -> None:
         """Use `tools` from the next run on.
 
         Raises:
-            ValueError: duplicate or invalid tool names.
+            TypeError: `tools` is not a list of Tools.
+            ValueError: duplicate tool names.
         """
-        tools = list(tools)
-        check_unique(tools)
-        self._calls.call("set_tools", tools)
+        self._calls.call("set_tools", list(self._check("tools", tools)))
 
     def set_steering_mode(self, mode: QueueMode) -> None:
-        """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
+        """`one_at_a_time` or `all`; applies at the next consumption, even mid-run.
+
+        Raises:
+            ValueError: another mode.
+        """
         _check_mode(mode)
         self._calls.call("set_mode", "steering", mode)
 
     def set_follow_up_mode(self, mode: QueueMode) -> None:
-        """`one_at_a_time` or `all`; applies at the next consumption, even mid-run."""
+        """`one_at_a_time` or `all`; applies at the next consumption, even mid-run.
+
+        Raises:
+            ValueError: another mode.
+        """
         _check_mode(mode)
         self._calls.call("set_mode", "follow_up", mode)
+
+    def _check(self, option: str, value: object) -> Any:
+        if self._shell.stopped:
+            raise AgentStopped(self.key)
+        return self._shell.options.check(option, value)
 
     def stop(self) -> None:
         """Abort the run, stop the agent and its spawned subagents; idempotent."""
@@ -364,6 +423,19 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {tuple(self.key)} alive={self.alive}>"
+
+
+def _queued(what: str, message: object, system_prompt: object) -> Queued:
+    """One steering or follow-up message (a list of exactly one is accepted too)."""
+    if isinstance(message, list | tuple) and len(message) != 1:
+        raise ValueError(
+            f"{what}() takes one message (a str or a Message), got a list of {len(message)}: "
+            f"call {what}() once per message"
+        )
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise TypeError(f"system_prompt must be a str or None, not {type(system_prompt).__name__}")
+    (msg,) = as_messages(message)  # type: ignore[arg-type]  # checked by as_messages
+    return Queued(msg, system_prompt)
 
 
 def _check_mode(mode: object) -> None:

@@ -25,26 +25,28 @@ class AgentOptions(BaseModel):
     `start_agent(key, **options)` builds one with `AgentOptions.build`, which fills what is not
     given from the runtime's config (`[agent]`, `[retry]`, `[memory]`, `[llm] default_profile`).
     The values changed later with `Agent.set_*` are kept in a copy the agent owns, so a restarted
-    (`transient`) agent starts with them.
+    (`transient`) agent starts with them; each setter checks its value with these same rules
+    (`check`), so a value that could not start a run never reaches the agent. Types are strict
+    (no `"3"` for a number, no `True` for seconds, no bytes for a prompt) and seconds finite.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     model: ChatModel
-    system_prompt: str = ""
+    system_prompt: str = Field("", strict=True)
     tools: tuple[Tool, ...] = ()
     steering_mode: QueueMode = "one_at_a_time"
     follow_up_mode: QueueMode = "one_at_a_time"
     max_tool_concurrency: int = Field(8, ge=1, strict=True)
     max_tool_turns: int = Field(25, ge=1, strict=True)
-    tool_timeout: float | None = Field(None, gt=0)
+    tool_timeout: float | None = Field(None, gt=0, strict=True, allow_inf_nan=False)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
     restart: Restart = "temporary"
     thinking_level: ThinkingLevel = "off"
     tool_registry: ToolRegistry | None = None
-    abort_grace: float = Field(0.25, ge=0)
-    follow_up_poll: float = Field(0.05, ge=0)
+    abort_grace: float = Field(0.25, ge=0, strict=True, allow_inf_nan=False)
+    follow_up_poll: float = Field(0.05, ge=0, strict=True, allow_inf_nan=False)
 
     @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
     @classmethod
@@ -54,9 +56,21 @@ class AgentOptions(BaseModel):
         kind = type(value)
         if isinstance(value, BaseChatModel) or kind in _CONFORMING_MODELS:
             return value
+        if isinstance(value, type):  # a class has the Protocol's methods, as functions
+            raise TypeError(
+                f"model must be a ChatModel instance, not the class {value.__name__} "
+                "(create one, e.g. agent_runtime.llm.openai_compatible(...))"
+            )
         if not isinstance(value, ChatModel):
             raise TypeError(f"model must be a ChatModel, not {type(value).__name__}")
         _CONFORMING_MODELS.add(kind)
+        return value
+
+    @field_validator("system_prompt", mode="before")
+    @classmethod
+    def _check_system_prompt(cls, value: object) -> object:
+        if not isinstance(value, str):
+            raise TypeError(f"system_prompt must be a str, not {type(value).__name__}")
         return value
 
     @field_validator("tools", mode="before")
@@ -141,11 +155,24 @@ class AgentOptions(BaseModel):
             raise _plain_error(exc) from None
 
     def replace(self, **changes: Any) -> AgentOptions:
-        """A copy with `changes` applied (validated like the original)."""
+        """A copy with `changes` applied (validated like the original).
+
+        Raises:
+            TypeError, ValueError: as `build`, naming the option.
+        """
         try:
             return type(self)(**{**dict(self), **changes})
         except ValidationError as exc:
             raise _plain_error(exc) from None
+
+    def check(self, name: str, value: object) -> Any:
+        """`value` as option `name` would hold it (a list of tools becomes a tuple), checked
+        by the rules of `start_agent`; for the `Agent.set_*` setters.
+
+        Raises:
+            TypeError, ValueError: as `build`, naming the option.
+        """
+        return getattr(self.replace(**{name: value}), name)
 
 
 def default_model(config: RuntimeConfig) -> ChatModel:

@@ -39,8 +39,13 @@ class AgentShell:
 
     Written by one side each: `ref`, `subscriptions` and `options` by the current actor
     (subscriptions also emptied when the agent ends); `last_driver` by the event-loop thread.
-    `delivering` (the run whose end is not yet delivered), `stopped` and `children` change
-    under this module's lock, which is never held while calling out.
+    The runs whose end is not yet delivered, `stopped` and `children` change under this
+    module's lock, which is never held while calling out.
+
+    There can be two such runs: the actor hears of a run's end just before the end is
+    delivered, so it may accept the next run meanwhile. The subscriptions close only once the
+    agent has ended and the end of every run it accepted was delivered (DESIGN.md 7), and no
+    run is accepted once the agent has ended.
     """
 
     def __init__(
@@ -54,7 +59,7 @@ class AgentShell:
         self.ref: pykka.ActorRef[Any] | None = None
         self.child_ref: pykka.ActorRef[Any] | None = None  # what the subagents supervisor holds
         self.subscriptions: SubscriptionRefs = ()
-        self.delivering: RunView | None = None
+        self._undelivered: list[RunView] = []  # oldest first
         self.stopped = False
         self.stop_reason = ""
         self.last_driver: asyncio.Task[None] | None = None
@@ -89,9 +94,15 @@ class AgentShell:
         with self._lock:
             self._replies.discard(reply)
 
+    @property
+    def delivering(self) -> RunView | None:
+        """The newest run whose end is not delivered yet (None once every end was)."""
+        with self._lock:
+            return self._undelivered[-1] if self._undelivered else None
+
     def _incarnation_exited(self, reason: ExitReason) -> None:
         with self._lock:
-            view = self.delivering
+            view = self._undelivered[-1] if self._undelivered else None
             unanswered = list(self._replies)
             self._replies.clear()
         for reply in unanswered:
@@ -119,30 +130,37 @@ class AgentShell:
     # -- the end ----------------------------------------------------------------------------------
 
     def end(self, reason: str) -> None:
-        """End the agent for good (idempotent): its run is aborted, and its subscriptions close
-        once that run's end was delivered (at once if none is running)."""
+        """End the agent for good (idempotent): its runs are aborted, and its subscriptions
+        close once the end of each was delivered (at once if none is undelivered)."""
         with self._lock:
             if self.stopped:
                 return
             self.stopped, self.stop_reason = True, reason
-            view = self.delivering
+            views = list(self._undelivered)
             self._lock.notify_all()
         self.log.info("agent.ended", reason=reason)
-        if view is not None:
+        for view in views:
             view.signal.abort(reason)
-        else:
+        if not views:
             self.close_subscriptions()
 
-    def run_started(self, view: RunView) -> None:
+    def run_started(self, view: RunView) -> bool:
+        """Count `view` as a run whose end is to be delivered; False (and not counted) if the
+        agent has ended: the run must not start."""
         with self._lock:
-            self.delivering = view
+            if self.stopped:
+                return False
+            self._undelivered.append(view)
+            return True
 
     def run_delivered(self, view: RunView) -> bool:
-        """`view`'s end reached the subscriptions; True if the agent ended meanwhile."""
+        """`view`'s end reached the subscriptions (or it never started); True if the agent has
+        ended and no other run's end is still to be delivered: the caller closes the
+        subscriptions."""
         with self._lock:
-            if self.delivering is view:
-                self.delivering = None
-            return self.stopped
+            if view in self._undelivered:
+                self._undelivered.remove(view)
+            return self.stopped and not self._undelivered
 
     def close_subscriptions(self) -> None:
         with self._lock:

@@ -35,7 +35,14 @@ class AgentState(BaseModel):
 
 
 class RunResult(BaseModel):
-    """What `Agent.run` returns: the run's new messages, the final text, usage, stop reason."""
+    """What `Agent.run` returns: the run's new messages, the final text, usage, stop reason.
+
+    `memory_error` is None once the run's turns were all committed to session memory (or the
+    agent does not write to it); otherwise it says why a turn was not stored (a locked
+    database, a full disk). The result stands either way: the agent's own history holds
+    every new message, but other agents of the session and a restarted agent will not see
+    the turns that failed.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -44,6 +51,7 @@ class RunResult(BaseModel):
     text: str
     usage: Usage
     stop_reason: StopReason
+    memory_error: str | None = None
 
 
 def run_result(run_id: str, terminal: Event) -> RunResult:
@@ -64,4 +72,5 @@ def run_result(run_id: str, terminal: Event) -> RunResult:
         text=last.text if last else "",
         usage=usage,
         stop_reason=last.stop_reason if last else "stop",
+        memory_error=terminal.memory_error,
     )

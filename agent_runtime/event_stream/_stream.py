@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import structlog
 
 from agent_runtime._errors import RunCanceled, RunFailed, StreamClosed, StreamOverflow
 from agent_runtime._key import AgentKey
@@ -50,6 +52,28 @@ OverflowPolicy = Literal["error", "drop_oldest", "drop_newest", "block"]
 
 _POLICIES: tuple[str, ...] = get_args(OverflowPolicy)
 
+log = structlog.get_logger(__name__)
+
+EndCallback = Callable[[Terminal], object]
+"""Receives the stream's terminal event once the stream has ended (see `EventStream.on_end`)."""
+
+# The classes of the `Event` union (an Annotated union: its first argument is the union).
+_EVENT_CLASSES: tuple[type, ...] = get_args(get_args(Event)[0])
+_EVENT_CLASS_SET = frozenset(_EVENT_CLASSES)
+
+
+def _check_event(event: object, method: str) -> None:
+    """Raise a TypeError naming the accepted types unless `event` is an `Event`.
+
+    The exact-type lookup comes first: it costs a hash, where `isinstance` on a tuple of
+    pydantic classes costs a microsecond per push."""
+    if type(event) not in _EVENT_CLASS_SET and not isinstance(event, _EVENT_CLASSES):
+        expected = ", ".join(cls.__name__ for cls in _EVENT_CLASSES)
+        raise TypeError(
+            f"EventStream.{method}() takes an event ({expected}; wrap your own data in"
+            f" CustomEvent(name, data)), not {type(event).__name__}: {event!r:.80}"
+        )
+
 
 class EventStream:
     """The bounded mailbox of one run: events in FIFO order, then exactly one terminal event.
@@ -75,6 +99,9 @@ class EventStream:
       reason `"timeout"` (served by one shared timer thread, not a thread per stream). If `owner`
       (the ref of a `supervisors.SupervisedActor`) exits for any reason before the end, the stream
       is canceled with reason `"owner_down"`.
+    - `on_end` callbacks run once, right after the terminal is accepted, whoever ended the
+      stream (`complete`/`error`/`cancel`, a terminal push, the timeout, the owner's exit):
+      the producer of a run learns at once that nobody will read it any more.
 
     `multi_run=True` makes a stream that outlives runs (a subscription): the terminal events
     of runs (`AgentEnd`, `Error`, `Canceled`) are pushed as events, and only the stream's own
@@ -126,6 +153,7 @@ class EventStream:
         self._pulled_end = False
         self._max_seq = 0
         self._multi_run = multi_run
+        self._end_callbacks: list[EndCallback] = []
         self._watchdog = Watchdog()
         self._watchdog.arm(self, timeout, owner)
 
@@ -184,7 +212,9 @@ class EventStream:
                 under `"block"`; the event was not accepted.
             StreamClosed: the stream has ended (also raised in a pusher blocked when it ends).
             ValueError: `timeout < 0`.
+            TypeError: `event` is not an `Event` (see `CustomEvent` for your own data).
         """
+        _check_event(event, "push")
         if self._ends_with(event):
             return self._end_with(event, strict=True)
         deadline = deadline_after(timeout, "push timeout")
@@ -200,8 +230,9 @@ class EventStream:
         """`push` for asyncio: same policies, returns and errors; waiting never blocks the loop.
 
         Raises:
-            StreamOverflow, StreamClosed, ValueError: as `push`.
+            StreamOverflow, StreamClosed, ValueError, TypeError: as `push`.
         """
+        _check_event(event, "apush")
         if self._ends_with(event):
             return self._end_with(event, strict=True)
         deadline = deadline_after(timeout, "push timeout")
@@ -224,8 +255,13 @@ class EventStream:
         new one. Both are counted in `stats().dropped` and reported to readers by a marker. After
         the end, the event is ignored (False). A terminal event ends the stream (True if this
         call ended it), so forwarding every event of `loop.run` here is safe; in a multi-run
-        stream it is always queued (True while the stream is open). Never raises.
+        stream it is always queued (True while the stream is open).
+
+        Raises:
+            TypeError: `event` is not an `Event` (the only error: overflow and the end
+                never raise here).
         """
+        _check_event(event, "push_async")
         if self._ends_with(event):
             return self._end_with(event, strict=False)
         policy: OverflowPolicy = "drop_oldest" if self._overflow == "drop_oldest" else "drop_newest"
@@ -292,11 +328,40 @@ class EventStream:
         """
         return self._finish(Canceled(reason=reason))
 
+    def on_end(self, callback: EndCallback) -> Callable[[], None]:
+        """Call `callback(terminal)` once the stream ends (at once if it already has).
+
+        The callback runs on the thread that ended the stream (the shared timer thread for
+        the `timeout`, a monitor's thread for the owner's exit), after the terminal was
+        accepted and outside the stream's lock; it must be quick and must not block. An
+        exception it raises is logged and does not reach whoever ended the stream. Returns a
+        function that unregisters the callback (idempotent; no effect once it ran).
+        """
+        with self._lock:
+            terminal = self._terminal
+            if terminal is None:
+                self._end_callbacks.append(callback)
+        if terminal is not None:
+            self._run_end_callback(callback, terminal)
+
+        def remove() -> None:
+            with self._lock:
+                if callback in self._end_callbacks:
+                    self._end_callbacks.remove(callback)
+
+        return remove
+
+    def _run_end_callback(self, callback: EndCallback, terminal: Terminal) -> None:
+        try:
+            callback(terminal)
+        except Exception:
+            log.exception("event_stream.end_callback.failed", run_id=self._run_id)
+
     def _finish(self, terminal: Terminal) -> bool:
         with self._lock:
             if self._terminal is not None:
                 return False
-            self._terminal = terminal.model_copy(
+            self._terminal = ended = terminal.model_copy(
                 update={"agent": self._agent, "run_id": self._run_id, "seq": self._max_seq + 1}
             )
             self._ended.set()
@@ -304,7 +369,10 @@ class EventStream:
             self._writable.notify_all()
             for waiters in (self._async_readable, self._async_writable, self._async_ended):
                 waiters.wake_all_locked()
+            callbacks, self._end_callbacks = self._end_callbacks, []
         self._watchdog.disarm()
+        for callback in callbacks:
+            self._run_end_callback(callback, ended)
         return True
 
     def _take_locked(self) -> tuple[EventsDropped | None, Event] | None:

@@ -16,6 +16,7 @@ from agent_runtime.llm.errors import (
     RateLimitError,
     StructuredOutputError,
     TruncatedResponseError,
+    is_retryable,
 )
 from agent_runtime.llm.factory import ProfileBuilder, from_config, register_profile_kind
 from agent_runtime.llm.middleware import (
@@ -73,6 +74,7 @@ __all__ = [
     "from_config",
     "gemini",
     "generate_structured",
+    "is_retryable",
     "groq",
     "llama_cpp",
     "mistral",

@@ -47,6 +47,7 @@ class _Call:
     id: str | None = None
     name: str | None = None
     parts: list[str] = field(default_factory=list)
+    index: int | None = None  # the provider's index of the call, if it gave one
 
 
 _Block = _Text | _Thinking | _Call
@@ -57,11 +58,17 @@ class ChatResponseBuilder:
 
     Rules (each one a quirk seen in the wild):
     - Tool-call fragments are grouped by `index`; without an index, by `id`; with neither,
-      they continue the most recent call. `id` and `name` are set by the first fragment that
-      carries them and never concatenated (servers that repeat them in every chunk are fine).
+      they continue the most recent call. An empty id is no id; calls of different indexes
+      stay apart even when a server gives them the same id. `id` and `name` are set by the
+      first fragment that carries them and never concatenated (servers that repeat them in
+      every chunk are fine).
+    - Parallel tool calls are ordered by the provider's `index`, not by arrival: a call whose
+      first fragment arrives after one of a higher index is placed before it.
     - Arguments are parsed once, at the end: `""` means `{}`; JSON that is not a complete
-      object is kept verbatim in `ToolCall.raw_arguments` (a partial object is parsed as far
-      as it goes when the answer was truncated).
+      object gives empty `arguments` and is kept verbatim in `ToolCall.raw_arguments`, also
+      for a call cut off by the token limit, so the tool executor reports what is missing
+      instead of running on half the arguments (snapshots, a progress view, parse a partial
+      object as far as it goes).
     - Usage chunks replace each other (providers send running totals), never sum.
     - Whether the model asked for tools is decided from the accumulated calls, not from the
       finish reason (some servers say `stop` on a tool-call turn).
@@ -139,35 +146,49 @@ class ChatResponseBuilder:
 
     def _tool_call(self, chunk: ToolCallDelta) -> _Call:
         call: _Call | None
+        chunk_id = chunk.id or None  # an empty id (some servers send "") is no id
         if chunk.index is not None:
             key: tuple[str, Any] = ("index", chunk.index)
-        elif chunk.id is not None:
-            key = ("id", chunk.id)
+        elif chunk_id is not None:
+            key = ("id", chunk_id)
         else:
             key = ("continue", None)
         if key[0] == "continue":
             call = self._last_call
         else:
             call = self._calls_by_key.get(key)
-            if call is None and key[0] == "index" and chunk.id is not None:
-                call = self._calls_by_key.get(("id", chunk.id))
-            elif call is not None and chunk.id and call.id and chunk.id != call.id:
+            if call is None and key[0] == "index" and chunk_id is not None:
+                by_id = self._calls_by_key.get(("id", chunk_id))
+                if by_id is not None and by_id.index is None:  # it began without an index
+                    call = by_id
+            elif call is not None and chunk_id and call.id and chunk_id != call.id:
                 call = None  # a server that reuses one index for several calls
         if call is None:
-            call = _Call()
-            self._blocks.append(call)
+            call = _Call(index=chunk.index)
+            self._place(call)
         if key[0] != "continue":
             self._calls_by_key[key] = call
-        if chunk.id is not None:
-            self._calls_by_key[("id", chunk.id)] = call
-        if call.id is None and chunk.id:
-            call.id = chunk.id
+        if chunk_id is not None:
+            self._calls_by_key[("id", chunk_id)] = call
+        if call.id is None and chunk_id:
+            call.id = chunk_id
         if call.name is None and chunk.name:
             call.name = chunk.name
         if chunk.arguments:
             call.parts.append(chunk.arguments)
         self._last_call = call
         return call
+
+    def _place(self, call: _Call) -> None:
+        """Add a new call after the blocks so far, but before the calls just before it whose
+        provider index is higher (they arrived first)."""
+        position = len(self._blocks)
+        while position and call.index is not None:
+            before = self._blocks[position - 1]
+            if not isinstance(before, _Call) or before.index is None or before.index <= call.index:
+                break
+            position -= 1
+        self._blocks.insert(position, call)
 
     def _content(self, *, partial: bool, with_calls: bool = True) -> list[AssistantContent]:
         content: list[AssistantContent] = []
@@ -204,7 +225,9 @@ class ChatResponseBuilder:
         )
 
     def build(self, *, allow_unfinished: bool = False) -> ChatResponse:
-        """The assembled response.
+        """The assembled response: tool calls in the provider's index order, the arguments of a
+        call that is not a complete JSON object (one cut off by the token limit too) empty,
+        with the text in `raw_arguments`.
 
         Raises:
             NetworkError: no terminal marker was seen (the stream was cut), unless
@@ -217,7 +240,7 @@ class ChatResponseBuilder:
                 request_id=self.request_id,
             )
         reason: StopReason = self._finish.reason if self._finish is not None else "error"
-        content = self._content(partial=reason == "length")
+        content = self._content(partial=False)
         has_calls = any(isinstance(block, ToolCall) for block in content)
         if has_calls and reason == "stop":
             reason = "tool_use"

@@ -1,4 +1,24 @@
-"""LLM errors: one root, one subclass per condition, each carrying provider, status and code."""
+"""LLM errors: one root, one subclass per condition, each carrying provider, status and code.
+
+The tree:
+
+    LLMError
+    ├── AuthenticationError            401, never retried
+    ├── PermissionDeniedError          403, never retried
+    ├── RateLimitError                 429, retryable
+    ├── QuotaExceededError             429 insufficient_quota / 402
+    ├── InvalidRequestError            400 / 422, never retried
+    │   └── ContextLengthExceededError
+    ├── ModelNotFoundError             404
+    ├── ProviderError                  5xx / 529, retryable
+    ├── NetworkError                   connection, timeouts, cut streams, retryable
+    ├── CapabilityNotSupportedError
+    ├── StructuredOutputError
+    └── TruncatedResponseError
+
+`is_retryable(error)` is the one rule of what is retried, by `RetryingModel` and by the agent
+loop alike.
+"""
 
 from __future__ import annotations
 
@@ -152,3 +172,18 @@ class TruncatedResponseError(LLMError):
     """The answer was cut off by the output token limit."""
 
     default_code = "truncated"
+
+
+NEVER_RETRIED: tuple[type[LLMError], ...] = (
+    AuthenticationError,
+    PermissionDeniedError,
+    InvalidRequestError,
+)
+"""Errors never retried, even when marked retryable: retrying cannot fix a bad key, a missing
+permission or a bad request (`ContextLengthExceededError` is an `InvalidRequestError`)."""
+
+
+def is_retryable(error: LLMError) -> bool:
+    """Whether `error` may be retried: it is marked `retryable` and is not of a kind in
+    `NEVER_RETRIED`. The one rule of `RetryingModel` and of the agent loop's retries."""
+    return error.retryable and not isinstance(error, NEVER_RETRIED)

@@ -114,6 +114,8 @@ def _http_options(profile: ModelProfile, config: RuntimeConfig) -> HttpOptions:
     return {
         "timeout": config.llm.timeout,
         "connect_timeout": config.llm.connect_timeout,
+        "request_timeout": config.llm.request_timeout,
+        "idle_timeout": config.llm.idle_timeout,
         "pricing": profile_pricing(profile),
         "thinking_budgets": config.thinking_budgets,
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from agent_runtime.messages import AssistantMessage, Message, StopReason, Usage
 
@@ -58,6 +58,8 @@ class ToolSpec(_Frozen):
 class ChatRequest(_Frozen):
     """One model call, provider-independent.
 
+    `tools`: `ToolSpec`s, or `Tool`s (anything whose `spec()` returns a `ToolSpec`, such as a
+    tool registry's tools), each kept as its spec.
     `tool_choice`: "auto" (default when tools are given), "none", "required", or a tool name.
     `response_schema`: a JSON schema the answer must follow (structured output).
     `reasoning`: a thinking level, mapped to each provider's own parameters.
@@ -73,6 +75,13 @@ class ChatRequest(_Frozen):
     reasoning: ReasoningLevel | None = None
     _vision: tuple[list[Message], bool] | None = PrivateAttr(default=None)
 
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _specs_of_tools(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return [_spec_of(item) for item in value]
+        return value
+
     def mark_vision(self, vision: bool) -> None:
         """Record whether `messages` carry an image (the agent loop tracks it as they are
         added), so `needed_capabilities` does not scan every message of a long history. The
@@ -86,6 +95,18 @@ class ChatRequest(_Frozen):
         return type(self) is type(other) and self.__dict__ == other.__dict__
 
     __hash__ = BaseModel.__hash__
+
+
+def _spec_of(item: Any) -> Any:
+    """A `Tool`'s spec; anything else as it is (for pydantic to accept or name)."""
+    if isinstance(item, ToolSpec):
+        return item
+    spec = getattr(item, "spec", None)
+    if callable(spec):
+        made = spec()
+        if isinstance(made, ToolSpec):
+            return made
+    return item
 
 
 class TextDelta(_Frozen):

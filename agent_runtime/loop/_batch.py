@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_runtime.abort import AbortSignal
-from agent_runtime.events import Event, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
+from agent_runtime.events import (
+    CustomEvent,
+    Event,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+)
 from agent_runtime.loop.types import LoopConfig, Stamp
 from agent_runtime.messages import Content, Message, TextContent, ToolCall, ToolResult
 from agent_runtime.tools import Tool, ToolContext, error_result, execute_tool_call, find_tool
@@ -118,7 +124,10 @@ class ToolBatch:
         self.outcome = BatchOutcome()
         self._done: dict[str, ToolResult] = {}
         self._contexts: dict[str, ToolContext] = {}
-        self._updates: collections.deque[tuple[ToolCall, ToolResult]] = collections.deque()
+        # Progress updates and emitted events of running calls, in the order they came.
+        self._updates: collections.deque[tuple[ToolCall, ToolResult | CustomEvent]] = (
+            collections.deque()
+        )
         self._wake = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._tasks: dict[asyncio.Task[ToolResult], ToolCall] = {}
@@ -132,6 +141,13 @@ class ToolBatch:
             self._poke()
 
         return update
+
+    def _emitter(self, call: ToolCall) -> Callable[[CustomEvent], None]:
+        def emit(event: CustomEvent) -> None:
+            self._updates.append((call, event))  # in line with the call's updates
+            self._poke()
+
+        return emit
 
     async def run(self) -> AsyncGenerator[Event, None]:
         """Yield the batch's execution events; `outcome` holds the results afterwards."""
@@ -184,6 +200,7 @@ class ToolBatch:
                 runtime=self.config.runtime,
                 on_update=self._updater(call),
                 spawner=self.config.spawner,
+                on_emit=self._emitter(call),
             )
             self._contexts[call.id] = ctx
             coro = execute_tool_call(
@@ -236,6 +253,9 @@ class ToolBatch:
             call, partial = self._updates.popleft()
             if call.id in self._done:
                 continue  # an update racing the end is dropped: the end says more
+            if isinstance(partial, CustomEvent):
+                events.append(self.stamp(CustomEvent, name=partial.name, data=partial.data))
+                continue
             events.append(
                 self.stamp(
                     ToolExecutionUpdate,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
@@ -41,6 +42,11 @@ log = structlog.get_logger(__name__)
 E = TypeVar("E", bound=Event)
 
 
+def new_run_id() -> str:
+    """A fresh run id: 16 hex digits, random (the agent's runs use the same form)."""
+    return uuid.uuid4().hex[:16]
+
+
 class _Run:
     """The state of one run, private to the generator that drives it."""
 
@@ -71,10 +77,11 @@ class _Run:
         self.pending_are_follow_ups = False
         key = config.agent
         info = config.model.info
-        self.agent, self.run_id = key, config.run_id
-        self.trace = RunTrace(key, config.run_id, info.model, info.provider, config.trace_links)
+        run_id = config.run_id or new_run_id()
+        self.agent, self.run_id = key, run_id
+        self.trace = RunTrace(key, run_id, info.model, info.provider, config.trace_links)
         self.log = log.bind(
-            run_id=config.run_id,
+            run_id=run_id,
             session=key.session if key else None,
             role=key.role if key else None,
             index=key.index if key else None,
@@ -178,7 +185,9 @@ class _Run:
                         reason = "invalid_transcript: " + "; ".join(violations)
                         yield self.stamp(Error, reason=reason)
                         return
-                    turn = stream_turn(request, self.config, self.signal, self.stamp, outcome)
+                    turn = stream_turn(
+                        request, self.config, self.signal, self.stamp, outcome, self.transcript
+                    )
                     async with aclosing(turn):
                         async for event in turn:
                             yield event
@@ -310,6 +319,8 @@ def run(
 ) -> AsyncIterator[Event]:
     """Run the agent loop: an async generator of events ending with one terminal event.
 
+    Every event carries `config.run_id`, or a fresh id (`new_run_id()`) when it is empty,
+    so two runs never share one.
     `prompts` are appended to `context.messages` and announced; then the model is called,
     tools run, steering and follow-ups are taken, until the model stops (`AgentEnd` with the
     run's new messages), a provider error ends it (`Error`), or `signal` is aborted

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,17 +12,20 @@ import structlog
 
 from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime.abort import AbortSignal
+from agent_runtime.config import EventStreamConfig, RuntimeConfig
 from agent_runtime.event_stream import EventStream
-from agent_runtime.events import AgentEnd, Canceled, Error, Event
-from agent_runtime.loop._run import check_continuable, continue_run, run
+from agent_runtime.events import AgentEnd, Canceled, Error, Event, Terminal
+from agent_runtime.loop._run import check_continuable, continue_run, new_run_id, run
 from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost
 from agent_runtime.messages import Message
 
 log = structlog.get_logger(__name__)
 
 
-def _prepare(config: LoopConfig, runtime: LoopHost) -> LoopConfig:
+def _prepare(config: LoopConfig, runtime: LoopHost, into: EventStream | None) -> LoopConfig:
     updates: dict[str, Any] = {}
+    if not config.run_id:  # fixed here, so the stream and the run's events share it
+        updates["run_id"] = into.run_id if into is not None and into.run_id else new_run_id()
     if config.runtime is None:
         updates["runtime"] = runtime
     if config.run_sync is None:
@@ -29,32 +33,53 @@ def _prepare(config: LoopConfig, runtime: LoopHost) -> LoopConfig:
     return config.model_copy(update=updates) if updates else config
 
 
-def _new_stream(config: LoopConfig, owner: Any) -> EventStream:
+def _new_stream(config: LoopConfig, runtime: LoopHost, owner: Any) -> EventStream:
+    defaults = _stream_defaults(runtime)
+    max_queue, overflow = config.stream_max_queue, config.stream_overflow
     return EventStream(
-        max_queue=config.stream_max_queue,
-        overflow=config.stream_overflow,
+        max_queue=defaults.max_queue if max_queue is None else max_queue,
+        overflow=defaults.overflow if overflow is None else overflow,
         owner=owner,
         run_id=config.run_id,
         agent=config.agent,
     )
 
 
+def _stream_defaults(runtime: LoopHost) -> EventStreamConfig:
+    """`[event_stream]` of the host's config (a Runtime has one), else the built-in defaults."""
+    config = getattr(runtime, "config", None)
+    return config.event_stream if isinstance(config, RuntimeConfig) else EventStreamConfig()
+
+
+def _abort_run(signal: AbortSignal, terminal: Terminal) -> None:
+    """The run's stream ended before the run did: nobody reads the run any more, stop it
+    (with the reason a push into the ended stream gives; the stream's terminal says why)."""
+    signal.abort("stream_closed")
+
+
 async def pump(events: AsyncIterator[Event], stream: EventStream, signal: AbortSignal) -> None:
     """Move a run's events into `stream`, ending it with the run's terminal.
 
     Backpressure: with a `block` stream the run waits for the reader. If the stream ends
-    first (canceled by its owner, its timeout or a reader), the run is aborted and closed;
-    if it overflows (`error` policy, or a `block` push timing out), the run is aborted and
+    first (`cancel()`, its timeout, its owner's exit, or a reader), the run's signal is
+    aborted at once, from the thread that ended the stream, so a run inside a tool or a
+    hung provider call stops then (not at its next push), and the run is closed; if it
+    overflows (`error` policy, or a `block` push timing out), the run is aborted and
     the stream ends with `Error("stream_overflow: ...")`. A crash of the loop ends the
     stream with `Error("loop_crashed: ...")`. The stream always ends.
     """
+    stop_watching = stream.on_end(functools.partial(_abort_run, signal))
     try:
         async for event in events:
+            # The run ends itself with its terminal: its signal stays as it is.
             if isinstance(event, AgentEnd):
+                stop_watching()
                 stream.complete(event.new_messages)
             elif isinstance(event, Error):
+                stop_watching()
                 stream.error(event.reason, event.partial)
             elif isinstance(event, Canceled):
+                stop_watching()
                 stream.cancel(event.reason)
             else:
                 await stream.apush(event)
@@ -110,12 +135,15 @@ def stream(
     """Start `run(...)` as a task on the runtime's `loop_tasks` event loop; return its stream.
 
     Synchronous tools run in the runtime's `tool_tasks` pool. `signal` defaults to a new
-    signal of the runtime's abort table; aborting it cancels the run (DESIGN.md 7). The
-    returned stream is bounded (`config.stream_max_queue`, `config.stream_overflow`).
+    signal of the runtime's abort table; aborting it cancels the run (DESIGN.md 7), and so
+    does ending the stream first (`cancel()`, its timeout, its owner's exit). The returned
+    stream is bounded by `config.stream_max_queue` and `config.stream_overflow`, or where
+    those are None by the runtime's `[event_stream]` config; it and the run's events carry
+    `config.run_id`, or a fresh id when that is empty.
     """
-    config = _prepare(config, runtime)
+    config = _prepare(config, runtime, event_stream)
     signal = signal if signal is not None else runtime.new_signal()
-    out = event_stream if event_stream is not None else _new_stream(config, owner)
+    out = event_stream if event_stream is not None else _new_stream(config, runtime, owner)
     _start(runtime, run(prompts, context, config, signal), out, signal)
     return out
 
@@ -135,8 +163,8 @@ def stream_continue(
         ValueError: the context cannot be continued (no messages, or the last is assistant).
     """
     check_continuable(context)
-    config = _prepare(config, runtime)
+    config = _prepare(config, runtime, event_stream)
     signal = signal if signal is not None else runtime.new_signal()
-    out = event_stream if event_stream is not None else _new_stream(config, owner)
+    out = event_stream if event_stream is not None else _new_stream(config, runtime, owner)
     _start(runtime, continue_run(context, config, signal), out, signal)
     return out

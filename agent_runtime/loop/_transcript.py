@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, KeysView, Sequence
 
 from agent_runtime.messages import (
     AssistantMessage,
@@ -116,6 +116,11 @@ class TranscriptState:
 
     def _close(self, until: int) -> None:
         self._violations.extend(self._unpaired(until))
+
+    @property
+    def call_ids(self) -> KeysView[str]:
+        """The tool-call ids of the messages fed so far (a live view, O(1) lookups)."""
+        return self._first_use.keys()
 
     def violations(self) -> list[str]:
         """The violations of the messages fed so far, as `validate_transcript` words them."""

@@ -22,12 +22,7 @@ from agent_runtime.events import (
 from agent_runtime.llm._abortable import aclose_quietly, await_abortable, iterate_abortable
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
-from agent_runtime.llm.errors import (
-    AuthenticationError,
-    InvalidRequestError,
-    LLMError,
-    PermissionDeniedError,
-)
+from agent_runtime.llm.errors import LLMError, is_retryable
 from agent_runtime.llm.middleware.retrying import backoff_delay
 from agent_runtime.llm.types import (
     ChatRequest,
@@ -36,19 +31,11 @@ from agent_runtime.llm.types import (
     ThinkingDelta,
     ToolCallDelta,
 )
+from agent_runtime.loop._call_ids import call_ids_in, unique_call_ids
 from agent_runtime.loop._transcript import TranscriptState, validate_transcript
 from agent_runtime.loop.types import LoopConfig, RetryPolicy, Stamp
 from agent_runtime.messages import AssistantMessage, Message, TextContent, ThinkingContent
 from agent_runtime.tools import Tool
-
-NEVER_RETRIED = (AuthenticationError, PermissionDeniedError, InvalidRequestError)
-"""Errors that end the run even when marked retryable: retrying cannot fix a bad key or a
-bad request (`ContextLengthExceededError` is an `InvalidRequestError`)."""
-
-
-def is_retryable(error: LLMError) -> bool:
-    """Whether the loop retries `error`: marked retryable and not of a never-retried kind."""
-    return error.retryable and not isinstance(error, NEVER_RETRIED)
 
 
 def open_stream(
@@ -124,12 +111,13 @@ async def build_request(
         "max_output_tokens": config.max_output_tokens,
         "reasoning": config.reasoning,
     }
+    if transcript is not None:  # kept up to date on both paths: stream_turn reads its ids
+        transcript.feed(messages[transcript.count :])
     if (
         transcript is not None
         and config.transform_context is None
         and config.convert_to_llm is None
     ):
-        transcript.feed(messages[transcript.count :])
         violations = transcript.violations()
         if violations:
             return None, violations
@@ -169,12 +157,15 @@ async def stream_turn(
     signal: AbortSignal,
     stamp: Stamp,
     outcome: TurnOutcome,
+    transcript: TranscriptState | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Call the model, yielding MessageStart/Update/End and retry events; fill `outcome`.
 
     A failed attempt ends with a MessageEnd of its partial message (stop_reason `error`) and
     is never committed; its tool calls never run. An abort (of the stream or of a backoff
-    wait) ends with the partial message minus its tool calls (stop_reason `aborted`).
+    wait) ends with the partial message minus its tool calls (stop_reason `aborted`). The
+    answer's tool calls get fresh ids where the provider's are missing or already used in
+    the transcript (`unique_call_ids`, against `transcript`'s ids, else the request's).
     """
     model = config.model
     policy = config.retry
@@ -227,7 +218,8 @@ async def stream_turn(
             continue
         if attempt:
             yield stamp(ProviderRetryEnd, attempt=attempt, outcome="succeeded")
-        message = response.message
+        taken = transcript.call_ids if transcript is not None else call_ids_in(request.messages)
+        message = unique_call_ids(response.message, taken)
         if is_empty(message) and message.stop_reason != "length":
             if not started:
                 yield stamp(MessageStart, message=message)

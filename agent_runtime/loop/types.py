@@ -116,6 +116,9 @@ class LoopConfig(BaseModel):
     - `spawner` becomes `ToolContext.spawn` for the run's tools (the agent wires it).
     - `trace_links`: OpenTelemetry links for the run's `agent.run` span (a delegated
       subagent's run links to the tool span that started it).
+    - `stream_max_queue` / `stream_overflow`: the bound of the EventStream `loop.stream`
+      returns; None takes the host's `[event_stream]` config (a Runtime has one), else
+      EventStream's own defaults (10000, "error").
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -149,5 +152,5 @@ class LoopConfig(BaseModel):
     get_system_prompt: Callable[[], str] | None = None
     trace_links: Sequence[Any] = Field(default_factory=list)
     spawner: Callable[..., Any] | None = None
-    stream_max_queue: int = Field(10_000, ge=1)
-    stream_overflow: OverflowPolicy = "block"
+    stream_max_queue: int | None = Field(None, ge=1)
+    stream_overflow: OverflowPolicy | None = None

@@ -16,10 +16,12 @@ context = window(h.messages, MemoryPolicy.limited_window(20).last_n)
 A session's `sequence` counts its committed changes (appends, compactions, deletes); it only
 grows, which makes `compact(..., expected_sequence)` an optimistic-concurrency check. Stores:
 `SqliteStore` (the default: a change whose call returned survives a crash) and `InMemoryStore`
-(tests); both implement the `MemoryStore` protocol with the same semantics.
+(tests); both implement the `MemoryStore` protocol with the same semantics. A store that cannot
+open its file, or fails a change or a read, raises `MemoryStoreError` naming the file and the
+cause; a failed append is counted by the metric `agent_runtime.memory.append_failures`.
 """
 
-from agent_runtime._errors import ConcurrentModification
+from agent_runtime._errors import ConcurrentModification, MemoryStoreError
 from agent_runtime.memory._in_memory import InMemoryStore
 from agent_runtime.memory._memory import SessionMemory
 from agent_runtime.memory._models import (
@@ -44,6 +46,7 @@ __all__ = [
     "MemoryEventAdapter",
     "MemoryPolicy",
     "MemoryStore",
+    "MemoryStoreError",
     "MemorySubscription",
     "SessionHistory",
     "SessionMemory",

@@ -18,11 +18,19 @@ from agent_runtime.memory._sqlite import SqliteStore
 from agent_runtime.memory._store import MemoryStore, check_messages, check_session
 from agent_runtime.memory._subscription import MemorySubscription
 from agent_runtime.messages import Message
+from agent_runtime.telemetry import meter
 
 if TYPE_CHECKING:
     from agent_runtime.config import MemoryConfig
 
 log = structlog.get_logger(__name__)
+
+# A no-op until the application installs an OpenTelemetry SDK.
+APPEND_FAILURES = meter().create_counter(
+    "agent_runtime.memory.append_failures",
+    unit="{batch}",
+    description="Appends to session memory that failed (nothing of the batch was stored)",
+)
 
 
 class SessionMemory:
@@ -63,7 +71,7 @@ class SessionMemory:
         """Session memory in the durable `SqliteStore` at `path` (created if missing).
 
         Raises:
-            ValueError, sqlite3.Error: as `SqliteStore`.
+            ValueError, MemoryStoreError: as `SqliteStore`.
         """
         return cls(SqliteStore(path))
 
@@ -73,7 +81,7 @@ class SessionMemory:
         `config.path`, or an `InMemoryStore` when `config.store == "memory"`.
 
         Raises:
-            ValueError, sqlite3.Error: as `SqliteStore`.
+            ValueError, MemoryStoreError: as `SqliteStore`.
         """
         if config.store == "memory":
             return cls(InMemoryStore())
@@ -90,18 +98,24 @@ class SessionMemory:
     def append(self, session: str, messages: Iterable[Message]) -> int:
         """Append `messages` to the session's history as one atomic batch; return the new
         sequence. An empty batch changes nothing, reports nothing and returns the current
-        sequence.
+        sequence. A batch the store fails to append (nothing of it is stored) is counted by
+        the `agent_runtime.memory.append_failures` metric, by `error.type`.
 
         Raises:
             TypeError, ValueError: a bad `session` or an item that is not a `Message` (nothing
                 is stored), or the store is closed.
+            MemoryStoreError: the store could not append (a locked database, a full disk).
         """
         check_session(session)
         batch = check_messages(messages)
         if not batch:
             return self.store.append(session, batch)
         with self._lock(session):
-            sequence = self.store.append(session, batch)
+            try:
+                sequence = self.store.append(session, batch)
+            except Exception as exc:
+                APPEND_FAILURES.add(1, {"error.type": type(exc).__name__})
+                raise
             self._publish(MemoryAdded(session=session, messages=batch, sequence=sequence))
         log.debug("memory.appended", session=session, count=len(batch), sequence=sequence)
         return sequence

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -13,7 +14,7 @@ from typing import Literal, get_args
 
 import structlog
 
-from agent_runtime._errors import ConcurrentModification
+from agent_runtime._errors import ConcurrentModification, MemoryStoreError
 from agent_runtime.memory._models import SessionHistory, history
 from agent_runtime.memory._store import check_messages, check_sequence, check_session
 from agent_runtime.messages import Message, MessageListAdapter
@@ -26,6 +27,14 @@ _SYNCHRONOUS: tuple[str, ...] = get_args(Synchronous)
 
 SCHEMA_VERSION = 1
 """The `PRAGMA user_version` of the files this code writes (newer files are refused)."""
+
+OPEN_BUSY_TIMEOUT = 0.5
+"""The longest opening a store waits for a lock on its file, whatever the store's `timeout`.
+
+An up-to-date file in WAL mode opens without a write lock, so writers of other processes never
+delay it; only a new file (its schema is created) or one held locked (another connection's
+exclusive locking mode, a long transaction of a non-WAL file) needs one. A lock held longer
+than this is reported at once as `MemoryStoreError` instead of after the busy timeout."""
 
 # `messages` keeps a rowid (the default): rows hold whole messages, often larger than the
 # ~200 bytes WITHOUT ROWID tables are meant for. `seq` records the change that wrote a row.
@@ -70,8 +79,12 @@ class SqliteStore:
     connection is shared, so threads must serialise on it; a connection per thread would let
     reads overlap, but would cost a file descriptor and WAL mapping per thread (one per agent),
     could not be closed from `close()`, and would give each thread a different `":memory:"`
-    database. Several processes may share the file: writers wait up to `timeout` seconds for
-    each other (SQLite's busy timeout), and sequences stay consistent across them.
+    database. Several processes may share the file, and sequences stay consistent across them:
+    a call waits up to `timeout` seconds for another connection's lock on the file, and waits
+    with the store's lock released (it retries, backing off from 1 ms to 100 ms), so a file
+    held locked by another process delays only the calls that need that lock: reads of a WAL
+    file go on meanwhile, and each waiting call gives up at its own deadline rather than
+    queueing behind the others' (SQLite's own busy handler would wait holding the lock).
 
     Messages are stored as their JSON (`model_dump_json`) and read back as equal models.
     `path` may be a str or path-like; missing parent directories are created; `":memory:"`
@@ -79,9 +92,14 @@ class SqliteStore:
     (not NFS/SMB).
 
     Raises:
-        ValueError: `synchronous` or `timeout` is invalid, or the file was written by a newer
-            schema than this code reads.
-        sqlite3.Error: the file cannot be opened or is not an SQLite database.
+        ValueError: `synchronous` or `timeout` is invalid.
+        MemoryStoreError: the file cannot be opened as session memory: it is not an SQLite
+            database, is a directory, cannot be read or written, is truncated or corrupt,
+            was written by a newer schema than this code reads, or stays locked by another
+            connection for longer than `OPEN_BUSY_TIMEOUT` (the busy `timeout` is for
+            changes, not for opening). The message names the path and the cause. The same
+            error reports a change or a read that SQLite refuses later (e.g. `database is
+            locked` after `timeout` seconds, a full disk).
     """
 
     def __init__(
@@ -98,44 +116,85 @@ class SqliteStore:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
             raise ValueError(f"invalid timeout {timeout!r} (expected seconds >= 0)")
         self.path = path if path == ":memory:" else Path(path)
-        if isinstance(self.path, Path):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
         self.synchronous = synchronous
+        self.timeout = float(timeout)
         self._lock = threading.Lock()
-        conn = sqlite3.connect(
-            self.path, timeout=timeout, isolation_level=None, check_same_thread=False
-        )
-        try:
-            self._conn: sqlite3.Connection | None = conn
-            self._setup(conn)
-        except BaseException:
-            conn.close()
-            self._conn = None
-            raise
+        self._conn: sqlite3.Connection | None = self._open(timeout)
         log.debug("memory.sqlite.opened", path=str(self.path), synchronous=synchronous)
 
-    def _setup(self, conn: sqlite3.Connection) -> None:
-        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-        if mode not in ("wal", "memory"):
-            log.warning("memory.sqlite.wal_unavailable", path=str(self.path), journal_mode=mode)
-        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-        with self._transaction(write=True) as c:
-            (version,) = c.execute("PRAGMA user_version").fetchone()
-            if version > SCHEMA_VERSION:
-                raise ValueError(
-                    f"memory file {str(self.path)!r} has schema version {version}; this "
-                    f"agent_runtime reads up to version {SCHEMA_VERSION}"
+    def _open(self, timeout: float) -> sqlite3.Connection:
+        """A connection to the file, set up (WAL, sync level, schema)."""
+        if isinstance(self.path, Path):
+            try:
+                is_dir = self.path.is_dir()
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise MemoryStoreError(
+                    str(self.path), f"cannot be opened: its directory cannot be made ({exc})"
+                ) from exc
+            if is_dir:
+                raise MemoryStoreError(
+                    str(self.path), "cannot be opened: it is a directory, not a database file"
                 )
-            if version < SCHEMA_VERSION:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        c.execute(statement)
-                c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=min(timeout, OPEN_BUSY_TIMEOUT),
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise self._error(exc, "cannot be opened") from exc
+        try:
+            self._setup(conn)
+            conn.execute("PRAGMA busy_timeout = 0")  # from now on, _begin waits for locks
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._error(exc, "cannot be opened") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        """WAL mode, the sync level and the schema. A file already in WAL mode at the current
+        schema is only read, so opening it never waits for writers of other processes."""
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        if mode not in ("wal", "memory"):
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode not in ("wal", "memory"):
+                log.warning("memory.sqlite.wal_unavailable", path=str(self.path), journal_mode=mode)
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        with _transaction_on(conn, write=False):
+            version = self._schema_version(conn)
+        if version < SCHEMA_VERSION:
+            with _transaction_on(conn, write=True):
+                if self._schema_version(conn) < SCHEMA_VERSION:  # unless another process did
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _schema_version(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version. Reading it checks the header against the file's size,
+        so a file cut short fails here (`database disk image is malformed`).
+
+        Raises:
+            MemoryStoreError: a newer schema than this code reads.
+        """
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise MemoryStoreError(
+                str(self.path),
+                f"cannot be opened: it has schema version {version}; this agent_runtime "
+                f"reads up to version {SCHEMA_VERSION}",
+            )
+        return int(version)
 
     def load(self, session: str) -> SessionHistory:
         """See `MemoryStore.load` (one read transaction: a consistent snapshot)."""
         check_session(session)
-        with self._transaction(write=False) as conn:
+        with self._transaction(f"reading session {session!r}", write=False) as conn:
             sequence = _sequence(conn, session)
             rows = conn.execute(
                 "SELECT json FROM messages WHERE session = ? ORDER BY position", (session,)
@@ -148,9 +207,9 @@ class SqliteStore:
         check_session(session)
         payloads = [m.model_dump_json() for m in check_messages(messages)]
         if not payloads:
-            with self._transaction(write=False) as conn:
+            with self._transaction(f"reading session {session!r}", write=False) as conn:
                 return _sequence(conn, session)
-        with self._transaction(write=True) as conn:
+        with self._transaction(f"appending to session {session!r}", write=True) as conn:
             sequence = _sequence(conn, session) + 1
             (start,) = conn.execute(
                 "SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE session = ?",
@@ -168,7 +227,7 @@ class SqliteStore:
         check_session(session)
         payloads = [m.model_dump_json() for m in check_messages(messages)]
         check_sequence(expected_sequence)
-        with self._transaction(write=True) as conn:
+        with self._transaction(f"compacting session {session!r}", write=True) as conn:
             actual = _sequence(conn, session)
             if actual != expected_sequence:
                 raise ConcurrentModification(session, expected_sequence, actual)
@@ -182,14 +241,14 @@ class SqliteStore:
 
     def sessions(self) -> list[str]:
         """See `MemoryStore.sessions`."""
-        with self._transaction(write=False) as conn:
+        with self._transaction("listing sessions", write=False) as conn:
             rows = conn.execute("SELECT session FROM sessions WHERE live = 1").fetchall()
         return sorted(r[0] for r in rows)
 
     def delete(self, session: str) -> int | None:
         """See `MemoryStore.delete` (the rows are deleted; the session keeps a sequence row)."""
         check_session(session)
-        with self._transaction(write=True) as conn:
+        with self._transaction(f"deleting session {session!r}", write=True) as conn:
             row = conn.execute(
                 "SELECT sequence, live FROM sessions WHERE session = ?", (session,)
             ).fetchone()
@@ -226,24 +285,131 @@ class SqliteStore:
         return f"<SqliteStore path={str(self.path)!r} closed={self._conn is None}>"
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, what: str, *, write: bool) -> Iterator[sqlite3.Connection]:
         """One transaction under the lock; committed on success, rolled back on any error.
 
         `BEGIN IMMEDIATE` takes the write lock at once, so two writers never deadlock trying
-        to upgrade a read lock (they wait up to the busy timeout instead).
+        to upgrade a read lock (they wait up to the timeout instead).
+
+        Raises:
+            MemoryStoreError: SQLite failed (`what` names the operation in the message).
+            ValueError: the store is closed.
         """
-        with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise ValueError(f"the memory store {str(self.path)!r} is closed")
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        deadline = time.monotonic() + self.timeout
+        conn = self._begin(what, write=write, deadline=deadline)
+        try:
             try:
                 yield conn
-                conn.execute("COMMIT")
+                _retry_busy(lambda: conn.execute("COMMIT"), deadline)
             except BaseException:
                 if conn.in_transaction:
                     conn.rollback()
                 raise
+        except sqlite3.Error as exc:
+            raise self._error(exc, f"{what} failed") from exc
+        finally:
+            self._lock.release()
+
+    def _begin(self, what: str, *, write: bool, deadline: float) -> sqlite3.Connection:
+        """Begin a transaction; return its connection with `self._lock` held.
+
+        While another connection holds the file locked, retry until `deadline`, backing off,
+        with `self._lock` released in between: the store's other calls go on meanwhile.
+        """
+        backoff = iter(_BACKOFF)
+        while True:
+            self._lock.acquire()
+            conn = self._conn
+            try:
+                if conn is None:
+                    raise ValueError(f"the memory store {str(self.path)!r} is closed")
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                if not write:  # a deferred BEGIN locks nothing: take the read snapshot here
+                    conn.execute("PRAGMA schema_version").fetchone()
+                return conn
+            except sqlite3.Error as exc:
+                self._abandon(conn)
+                left = deadline - time.monotonic()
+                if not _is_busy(exc) or left <= 0:
+                    raise self._error(exc, f"{what} failed") from exc
+            except BaseException:
+                self._abandon(conn)
+                raise
+            time.sleep(min(next(backoff, _BACKOFF[-1]), left))
+
+    def _abandon(self, conn: sqlite3.Connection | None) -> None:
+        """Roll back what `_begin` began on `conn`, and release the lock."""
+        try:
+            if conn is not None and conn.in_transaction:
+                conn.rollback()
+        finally:
+            self._lock.release()
+
+    def _error(self, exc: sqlite3.Error, failed: str) -> MemoryStoreError:
+        """`exc` as a MemoryStoreError naming this store's file, what failed and why."""
+        return MemoryStoreError(str(self.path), f"{failed}: {describe(exc, self.path)}")
+
+
+_BACKOFF = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1)
+"""Seconds between attempts to take a lock another connection holds (then 0.1 each)."""
+
+
+def _is_busy(exc: BaseException) -> bool:
+    """Whether `exc` says another connection holds a lock on the file (SQLITE_BUSY)."""
+    return isinstance(exc, sqlite3.OperationalError) and (
+        getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+    )
+
+
+def _retry_busy(statement: Callable[[], object], deadline: float) -> None:
+    """Run `statement`, retrying it while the file is busy, until `deadline`."""
+    backoff = iter(_BACKOFF)
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as exc:
+            left = deadline - time.monotonic()
+            if not _is_busy(exc) or left <= 0:
+                raise
+        time.sleep(min(next(backoff, _BACKOFF[-1]), left))
+
+
+@contextmanager
+def _transaction_on(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
+    """One transaction on `conn`: committed on success, rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+
+
+# SQLite's terse messages, explained (the original stays in the message, in parentheses).
+_CAUSES = {
+    "file is not a database": "is not an SQLite database",
+    "database disk image is malformed": "is truncated or corrupt",
+    "database is locked": "is locked by another connection",
+    "attempt to write a readonly database": "is read-only for this process",
+    "unable to open database file": "cannot be opened",
+    "database or disk is full": "the disk is full",
+    "disk I/O error": "the disk failed to read or write",
+}
+
+
+def describe(exc: sqlite3.Error, path: str | Path) -> str:
+    """What went wrong, in words, for an SQLite error about the file at `path`."""
+    text = str(exc)
+    cause = _CAUSES.get(text)
+    if text == "unable to open database file" and isinstance(path, Path):
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            cause = "cannot be read and written by this process (permission denied)"
+        elif not os.access(path.parent, os.W_OK | os.X_OK):
+            cause = "its directory cannot be written by this process (permission denied)"
+    return f"it {cause} ({text})" if cause else text
 
 
 def _sequence(conn: sqlite3.Connection, session: str) -> int:

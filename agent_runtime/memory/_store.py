@@ -18,7 +18,8 @@ class MemoryStore(Protocol):
     Every method is thread-safe and atomic: a change is stored whole or not at all, and a read
     sees a history as of one committed change. A session's `sequence` counts its committed
     changes (see `SessionHistory`). After `close()`, every method but `close` raises
-    `ValueError`.
+    `ValueError`. A store that fails to carry out a call (its database is locked, the disk is
+    full) raises `MemoryStoreError` naming its file and the cause; nothing is changed then.
     """
 
     def load(self, session: str) -> SessionHistory:

@@ -10,6 +10,7 @@ import structlog
 
 from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortSignal
+from agent_runtime.events import CustomEvent
 from agent_runtime.messages import ToolResult
 from agent_runtime.tools._results import normalize_result
 
@@ -17,6 +18,10 @@ log = structlog.get_logger(__name__)
 
 UpdateCallback = Callable[[ToolResult], None]
 """Receives each partial result of a tool, in the thread that called `update`."""
+
+EmitCallback = Callable[[CustomEvent], None]
+"""Receives each event a tool emits (not yet stamped with the run's identity), in the thread
+that called `emit`."""
 
 Spawner = Callable[..., Any]
 """`spawner(role, **options)`: starts a subagent for a tool (wired by the agent runtime)."""
@@ -34,8 +39,12 @@ class ToolContext:
       callback runs in the calling thread, outside the context's lock, and an exception it
       raises is logged, never passed to the tool.
     - `last_partial` is the partial of the most recent `update()` that was accepted.
+    - `emit()` is thread-safe like `update()`; in a run, its events reach the run's stream
+      (and the agent's subscribers) in the order they were emitted, after the call's
+      `ToolExecutionStart` and before its `ToolExecutionEnd`.
     - After `close()` (which `execute_tool_call` does when the call returns, times out or is
-      cancelled), updates are dropped: an abandoned tool cannot add output to a closed call.
+      cancelled), updates and emitted events are dropped: an abandoned tool cannot add output
+      to a closed call.
     """
 
     def __init__(
@@ -48,6 +57,7 @@ class ToolContext:
         runtime: Any = None,
         on_update: UpdateCallback | None = None,
         spawner: Spawner | None = None,
+        on_emit: EmitCallback | None = None,
     ) -> None:
         self.tool_call_id = tool_call_id
         self.tool_name = tool_name
@@ -56,6 +66,7 @@ class ToolContext:
         self.runtime = runtime
         self._on_update = on_update
         self._spawner = spawner
+        self._on_emit = on_emit
         self._lock = threading.Lock()
         self._last_partial: ToolResult | None = None
         self._closed = False
@@ -93,6 +104,27 @@ class ToolContext:
                 self._on_update(result)
             except Exception:
                 log.exception("tool.update.failed", tool=self.tool_name, call=self.tool_call_id)
+
+    def emit(self, name: str, data: Any = None) -> None:
+        """Send `CustomEvent(name, data)` to the run's event stream and the agent's subscribers.
+
+        `data` is any JSON value. Thread-safe; a no-op after `close()` and outside a run (a
+        context made without an `on_emit` receiver), like `update()`. The event carries the
+        run's `agent`, `run_id` and next `seq` when the run yields it.
+
+        Raises:
+            pydantic.ValidationError: `name` is not a non-empty str or `data` is not a JSON
+                value (a `ValueError`; nothing is emitted).
+        """
+        event = CustomEvent(name=name, data=data)
+        with self._lock:
+            if self._closed:
+                return
+        if self._on_emit is not None:
+            try:
+                self._on_emit(event)
+            except Exception:
+                log.exception("tool.emit.failed", tool=self.tool_name, call=self.tool_call_id)
 
     def close(self) -> None:
         """Stop accepting updates (idempotent); `last_partial` is frozen from here on."""

@@ -11,6 +11,7 @@ from agent_runtime.events import (
     AgentEnd,
     AgentStart,
     Canceled,
+    CustomEvent,
     Error,
     EventsDropped,
     MessageDelta,
@@ -111,6 +112,7 @@ def _event(cls: type[Any], **fields: st.SearchStrategy[Any]) -> st.SearchStrateg
 EVENT_STRATEGIES: dict[type[Any], st.SearchStrategy[Any]] = {
     AgentStart: _event(AgentStart),
     TurnStart: _event(TurnStart),
+    CustomEvent: _event(CustomEvent, name=non_empty, data=json_values),
     MessageStart: _event(MessageStart, message=messages),
     MessageUpdate: _event(MessageUpdate, message=assistant_messages, delta=deltas),
     MessageEnd: _event(MessageEnd, message=messages),

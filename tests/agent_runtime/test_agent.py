@@ -30,6 +30,8 @@ from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
+    CustomEvent,
+    Event,
     EventsDropped,
     MessageEnd,
     MessageUpdate,
@@ -268,6 +270,28 @@ def test_drop_oldest_subscribers_see_every_gap(runtime: Runtime) -> None:
     events = list(lossy.until_end(timeout=5))
     assert any(isinstance(e, EventsDropped) for e in events)
     assert isinstance(events[-1], AgentEnd)
+
+
+def test_subscribers_receive_a_tools_custom_events_in_order_with_the_run(runtime: Runtime) -> None:
+    @tool
+    def report(ctx: ToolContext) -> str:
+        """Report."""
+        ctx.emit("phase", {"name": "read"})
+        ctx.emit("phase", {"name": "write"})
+        return "done"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("r", "report")]), "ok"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[report])
+    sub = agent.subscribe()
+    run_id = agent.prompt("go")
+    events = list(sub.until_end(timeout=5))
+    kinds = [type(e).__name__ for e in events]
+    start, end = kinds.index("ToolExecutionStart"), kinds.index("ToolExecutionEnd")
+    assert kinds[start + 1 : end] == ["CustomEvent", "CustomEvent"]
+    custom = [e for e in events if isinstance(e, CustomEvent)]
+    assert [e.data for e in custom] == [{"name": "read"}, {"name": "write"}]
+    assert all(e.agent == agent.key and e.run_id == run_id for e in custom)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
 
 def test_error_policy_closes_the_subscription_at_once(runtime: Runtime) -> None:
@@ -583,6 +607,22 @@ def test_bad_input(runtime: Runtime) -> None:
         agent.prompt(42)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("method", ["steer", "follow_up"])
+def test_steer_and_follow_up_take_exactly_one_message(runtime: Runtime, method: str) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([]))
+    queue = getattr(agent, method)
+    with pytest.raises(ValueError, match=rf"{method}\(\) takes one message.*list of 0"):
+        queue([])
+    with pytest.raises(ValueError, match="list of 2"):
+        queue([UserMessage(content="a"), UserMessage(content="b")])
+    with pytest.raises(TypeError, match="system_prompt must be a str"):
+        queue("x", system_prompt=123)
+    queue([UserMessage(content="one")])  # a list of one, as before
+    state = agent.state()
+    queued = state.steering_queue if method == "steer" else state.follow_up_queue
+    assert [m.text for m in queued] == ["one"]  # type: ignore[union-attr]
+
+
 def test_hundred_agents_each_running_three_turns_at_once(runtime: Runtime) -> None:
     @tool(parallel_safe=True)
     def add(a: int, b: int) -> int:
@@ -869,6 +909,37 @@ def test_stopping_an_agent_mid_stream_ends_the_stream_with_the_runs_canceled(
     assert isinstance(events[-1], Canceled) and events[-1].agent == agent.key
     assert isinstance(list(watcher)[-1], Canceled)  # then the subscription is closed
     assert watcher.closed
+
+
+def test_a_run_accepted_before_the_last_end_was_delivered_reaches_subscribers_after_stop(
+    runtime: Runtime,
+) -> None:
+    # The actor hears of a run's end just before the end is delivered, so it may accept the
+    # next run meanwhile; a stop() then must still deliver both ends before closing
+    # (DESIGN.md 7). The first end's delivery is held here to make that window certain.
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["one", "two"]))
+    sub = agent.subscribe()
+    held, gate = threading.Event(), threading.Event()
+    fan_out = agent._shell.fan_out
+
+    async def held_fan_out(event: Event) -> None:
+        if isinstance(event, AgentEnd) and not held.is_set():
+            held.set()
+            await asyncio.to_thread(gate.wait, 10)
+        await fan_out(event)
+
+    agent._shell.fan_out = held_fan_out  # type: ignore[method-assign]
+    first = agent.prompt("one")
+    wait_until(held.is_set)
+    wait_until(lambda: not agent.state().is_running)
+    second = agent.prompt("two")  # accepted: the first run has ended for the actor
+    agent.stop()
+    gate.set()
+    assert isinstance(list(sub.until_end(timeout=5, run_id=first))[-1], AgentEnd)
+    ends = list(sub.until_end(timeout=5, run_id=second))
+    assert [type(e) for e in ends[-1:]] == [Canceled] and ends[-1].run_id == second
+    assert list(sub) == []  # then the subscription closes
+    assert sub.closed
 
 
 def test_abort_of_an_idle_agent_returns_false(runtime: Runtime) -> None:

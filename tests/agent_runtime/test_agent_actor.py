@@ -345,6 +345,16 @@ def test_start_agent_without_a_model_says_how_to_give_one(runtime: Runtime) -> N
         ({"restart": "permanent"}, ValueError, "restart"),
         ({"thinking_level": "huge"}, ValueError, "thinking_level"),
         ({"tool_timeout": -1}, ValueError, "tool_timeout"),
+        ({"tool_timeout": float("nan")}, ValueError, "tool_timeout"),
+        ({"tool_timeout": float("inf")}, ValueError, "tool_timeout.*finite"),
+        ({"tool_timeout": True}, ValueError, "tool_timeout"),
+        ({"tool_timeout": "5"}, ValueError, "tool_timeout"),
+        ({"abort_grace": -1}, ValueError, "abort_grace"),
+        ({"abort_grace": float("inf")}, ValueError, "abort_grace.*finite"),
+        ({"follow_up_poll": float("nan")}, ValueError, "follow_up_poll"),
+        ({"system_prompt": 123}, TypeError, "system_prompt must be a str, not int"),
+        ({"system_prompt": b"be brief"}, TypeError, "system_prompt must be a str, not bytes"),
+        ({"model": ScriptedModel}, TypeError, "ChatModel instance, not the class ScriptedModel"),
         ({"model": "gpt"}, TypeError, "model must be a ChatModel"),
         ({"tools": [len]}, TypeError, "tools must be"),
         ({"memory": "all"}, TypeError, "memory must be a MemoryPolicy"),
@@ -400,6 +410,74 @@ def test_a_model_of_the_protocol_s_shape_is_accepted_and_one_short_of_it_is_not(
     for _ in range(2):
         with pytest.raises(TypeError, match="model must be a ChatModel, not NotQuiteModel"):
             runtime.start_agent(("s", "short", 0), model=NotQuiteModel())
+
+
+@pytest.mark.parametrize(
+    ("setter", "value", "error", "named"),
+    [
+        ("set_system_prompt", None, TypeError, "system_prompt must be a str, not NoneType"),
+        ("set_system_prompt", b"x", TypeError, "system_prompt must be a str, not bytes"),
+        ("set_model", None, TypeError, "model must be a ChatModel"),
+        ("set_model", ScriptedModel, TypeError, "not the class ScriptedModel"),
+        ("set_tools", None, TypeError, "tools must be a list of Tools, not NoneType"),
+        ("set_tools", "echo", TypeError, "tools must be a list of Tools, not str"),
+        ("set_tools", [len], TypeError, "tools must be agent_runtime.Tool objects"),
+        ("set_tools", [echo, echo], ValueError, "duplicate tool name 'echo'"),
+        ("set_steering_mode", "some", ValueError, "unknown queue mode 'some'"),
+        ("set_follow_up_mode", None, ValueError, "unknown queue mode None"),
+    ],
+)
+def test_a_setter_checks_its_value_as_start_agent_does_and_the_agent_goes_on(
+    runtime: Runtime, setter: str, value: object, error: type[Exception], named: str
+) -> None:
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["fine"]), tools=[echo])
+    with pytest.raises(error, match=named):
+        getattr(agent, setter)(value)
+    state = agent.state()
+    assert state.system_prompt == "" and [t.name for t in state.tools] == ["echo"]
+    assert agent.run("go", timeout=5).text == "fine"  # not AgentBusy, not crashed
+
+
+def test_a_run_that_fails_to_start_holds_no_subscription_open(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: object) -> None:
+        raise ValueError("the loop refused the settings")
+
+    monkeypatch.setattr(_actor, "launch_run", broken)
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]))
+    sub = agent.subscribe()
+    with pytest.raises(ValueError, match="the loop refused the settings"):
+        agent.prompt("go")
+    # The unexpected failure crashes the (temporary) agent; no run is left to wait for, so
+    # its subscription closes with it instead of waiting for an end that never comes.
+    assert list(sub.until_end(timeout=5)) == []
+    assert sub.closed
+
+
+def test_a_restarted_agent_after_a_run_that_failed_to_start_takes_prompts_and_stops_cleanly(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launch = _actor.launch_run
+    failures = iter([ValueError("once")])
+
+    def fails_once(*args: Any) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        launch(*args)
+
+    monkeypatch.setattr(_actor, "launch_run", fails_once)
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]), restart="transient")
+    sub = agent.subscribe()
+    crashed = agent.ref
+    with pytest.raises(ValueError, match="once"):
+        agent.prompt("go")
+    wait_until(lambda: agent.alive and agent.ref is not crashed, what="the agent restarted")
+    run_id = agent.prompt("again")
+    assert isinstance(list(sub.until_end(timeout=5, run_id=run_id))[-1], AgentEnd)
+    agent.stop()
+    assert list(sub.until_end(timeout=5)) == []  # closed: no run that never ran is awaited
 
 
 def test_agent_options_are_a_frozen_typed_model(runtime: Runtime) -> None:

@@ -126,3 +126,76 @@ def test_config_path_from_environment(tmp_path: Path) -> None:
 def test_config_round_trips_through_json() -> None:
     config = RuntimeConfig()
     assert RuntimeConfig.model_validate_json(config.model_dump_json()) == config
+
+
+# -- edge cases of loading (issue 11, item 16) ------------------------------------------------
+
+
+def test_an_environment_variable_without_double_underscores_is_rejected_with_the_valid_form() -> (
+    None
+):
+    with pytest.raises(ConfigError) as info:
+        load_config(SHIPPED, env={"AGENT_RUNTIME_MAXTOOLTURNS": "5"})
+    message = str(info.value)
+    assert "AGENT_RUNTIME_MAXTOOLTURNS" in message
+    assert "AGENT_RUNTIME_<SECTION>__<KEY>" in message
+    assert "AGENT_RUNTIME_AGENT__MAX_TOOL_TURNS" in message
+
+
+def test_the_config_path_variable_and_other_prefixes_are_not_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "custom.toml"
+    path.write_text("[agent]\nmax_tool_turns = 7\n")
+    env = {"AGENT_RUNTIME_CONFIG": str(path), "AGENT_RUNTIMEX": "1", "OTHER_RUNTIME_X": "1"}
+    assert load_config(env=env).agent.max_tool_turns == 7
+
+
+def test_a_file_with_a_utf8_byte_order_mark_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_bytes("\ufeff[agent]\nmax_tool_turns = 7\n".encode())
+    assert load_config(path, env={}).agent.max_tool_turns == 7
+
+
+def test_a_directory_or_a_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=f"config file {tmp_path} is a directory"):
+        load_config(tmp_path, env={})
+    binary = tmp_path / "runtime.toml"
+    binary.write_bytes(b"\xff\xfe[agent]\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(binary, env={})
+
+
+@pytest.mark.parametrize("origin", ["file", "env"])
+def test_a_default_profile_naming_no_profile_is_rejected_at_load(
+    tmp_path: Path, origin: str
+) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text('[llm]\ndefault_profile = "antropic"\n' if origin == "file" else "")
+    env = {"AGENT_RUNTIME_LLM__DEFAULT_PROFILE": "antropic"} if origin == "env" else {}
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env=env)
+    message = str(info.value)
+    assert "llm.default_profile" in message and "'antropic'" in message
+    assert "anthropic" in message  # the configured profiles are listed
+    assert (str(path) if origin == "file" else "AGENT_RUNTIME_LLM__DEFAULT_PROFILE") in message
+
+
+def test_a_default_profile_defined_in_the_same_file_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text('[llm]\ndefault_profile = "mine"\n[llm.profiles.mine]\nprovider = "scripted"\n')
+    assert load_config(path, env={}).llm.default_profile == "mine"
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_an_empty_memory_path_is_rejected_at_load(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text(f'[memory]\npath = "{value}"\n')
+    with pytest.raises(ConfigError, match=r"memory\.path.*must name a file"):
+        load_config(path, env={})
+
+
+@pytest.mark.parametrize("key", ["abort_grace", "tool_timeout", "follow_up_poll"])
+def test_agent_seconds_must_be_finite(tmp_path: Path, key: str) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text(f"[agent]\n{key} = inf\n")  # TOML has inf and nan literals
+    with pytest.raises(ConfigError, match=rf"agent\.{key}.*finite"):
+        load_config(path, env={})

@@ -150,10 +150,43 @@ def test_max_chars_limits_the_kept_characters() -> None:
     assert dropped == [messages[1]]
 
 
-def test_the_newest_unit_is_kept_even_over_the_limits() -> None:
+def test_a_newest_unit_over_the_limits_is_dropped_so_the_result_fits() -> None:
     messages: list[Message] = [user("task"), assistant("old"), user("x" * 1000)]
-    kept, _ = truncate(messages, max_chars=10, keep_first_user=False)
-    assert kept == [messages[2]]
+    assert truncate(messages, max_chars=10, keep_first_user=False) == ([], messages)
+    kept, dropped = truncate(messages, max_chars=10)
+    assert (kept, dropped) == ([messages[0]], messages[1:])
+    assert estimate_size(kept) <= 10
+
+
+def test_the_result_never_exceeds_max_messages_even_for_a_tool_turn() -> None:
+    messages: list[Message] = [user("task"), assistant("", call("a"), call("b"))]
+    messages += [result("a"), result("b")]  # the newest unit holds three messages
+    kept, _ = truncate(messages, max_messages=2, keep_first_user=False)
+    assert kept == []
+    kept, _ = truncate(messages, max_messages=2)
+    assert kept == [messages[0]]
+
+
+def test_the_first_user_message_is_the_only_thing_kept_over_the_limits() -> None:
+    messages: list[Message] = [user("t" * 50), assistant("a"), user("b")]
+    kept, dropped = truncate(messages, max_chars=10)
+    assert (kept, dropped) == ([messages[0]], messages[1:])
+    assert truncate(messages, max_messages=0) == ([messages[0]], messages[1:])
+
+
+def test_estimate_size_takes_the_system_prompt_by_position_too() -> None:
+    messages: list[Message] = [user("hello")]
+    assert estimate_size(messages, "be brief") == 5 + 8
+    assert estimate_size(messages, "be brief") == estimate_size(messages, system_prompt="be brief")
+    assert estimate_tokens(messages, "be brief") == estimate_tokens(
+        messages, system_prompt="be brief"
+    )
+    assert stats(messages, "be brief").chars == 13
+
+
+def test_a_system_prompt_that_is_not_text_is_rejected_by_name() -> None:
+    with pytest.raises(TypeError, match="system_prompt must be a str or None, not int"):
+        estimate_size([user("hello")], 123)  # type: ignore[arg-type]
 
 
 def test_keep_bookends_keeps_the_beginning_and_the_end() -> None:
@@ -229,7 +262,7 @@ def test_truncation_keeps_a_valid_transcript_valid_and_is_idempotent(
 
 
 @given(valid_transcripts(), limits, char_limits, strategies, st.booleans())
-def test_truncation_pins_the_task_and_the_newest_message_and_respects_the_limits(
+def test_truncation_respects_both_limits_but_for_the_pinned_task(
     messages: list[Message],
     max_messages: int | None,
     max_chars: int | None,
@@ -237,16 +270,13 @@ def test_truncation_pins_the_task_and_the_newest_message_and_respects_the_limits
     keep_first_user: bool,
 ) -> None:
     kept, _ = truncate(messages, max_messages, max_chars, strategy, keep_first_user)  # type: ignore[arg-type]
-    if not messages:
-        assert kept == []
-        return
-    assert kept[-1] is messages[-1]
     users = [m for m in messages if isinstance(m, UserMessage)]
-    if keep_first_user and users:
-        assert any(m is users[0] for m in kept)
-    # Beyond the pinned units the limits hold: a kept list longer than the limit is all pins.
-    pinned_only, _ = truncate(messages, 0, 0, strategy, keep_first_user)  # type: ignore[arg-type]
-    if max_messages is not None and len(kept) > max_messages:
-        assert kept == pinned_only
-    if max_chars is not None and estimate_size(kept) > max_chars:
-        assert kept == pinned_only
+    task = users[0] if keep_first_user and users else None
+    if task is not None:
+        assert any(m is task for m in kept)
+    # Over a limit only when the task alone is: then it is all that is kept.
+    only_the_task = task is not None and len(kept) == 1
+    if max_messages is not None:
+        assert len(kept) <= max_messages or only_the_task
+    if max_chars is not None:
+        assert estimate_size(kept) <= max_chars or only_the_task

@@ -29,6 +29,7 @@ from agent_runtime.event_stream._timers import pending_timers
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
+    CustomEvent,
     Error,
     Event,
     EventsDropped,
@@ -438,6 +439,121 @@ def test_a_terminal_cancels_the_owner_monitor(monkeypatch: pytest.MonkeyPatch) -
     assert not handles[0].cancelled
     stream.complete()
     assert handles[0].cancelled
+
+
+# -- the end, for the producer --------------------------------------------------------------
+
+
+def end_by(stream: EventStream, how: str) -> None:
+    if how == "complete":
+        stream.complete()
+    elif how == "error":
+        stream.error("boom")
+    elif how == "cancel":
+        stream.cancel("reader_gone")
+    else:
+        stream.push(Canceled(reason="pushed"))
+
+
+@pytest.mark.parametrize("how", ["complete", "error", "cancel", "terminal_push"])
+def test_on_end_callbacks_run_once_with_the_terminal(how: str) -> None:
+    stream = EventStream(run_id="r")
+    seen: list[Event] = []
+    stream.on_end(seen.append)
+    stream.push(ev(1))
+    assert seen == []
+    end_by(stream, how)
+    stream.cancel("again")
+    assert seen == [stream.terminal]
+    assert seen[0].run_id == "r" and seen[0].seq == 2
+
+
+def test_on_end_runs_when_the_lifetime_timeout_ends_the_stream() -> None:
+    stream = EventStream(timeout=0.05)
+    seen: list[Event] = []
+    stream.on_end(seen.append)
+    wait_until(lambda: seen, timeout=5)
+    assert isinstance(seen[0], Canceled) and seen[0].reason == "timeout"
+
+
+def test_on_end_runs_when_the_owner_exits(owner: pykka.ActorRef[Any]) -> None:
+    stream = EventStream(owner=owner)
+    seen: list[Event] = []
+    stream.on_end(seen.append)
+    supervisors.kill(owner)
+    wait_until(lambda: seen, timeout=5)
+    assert isinstance(seen[0], Canceled) and seen[0].reason == "owner_down"
+
+
+def test_on_end_on_an_ended_stream_runs_at_once() -> None:
+    stream = EventStream()
+    stream.cancel("gone")
+    seen: list[Event] = []
+    stream.on_end(seen.append)
+    assert seen == [stream.terminal]
+
+
+def test_a_removed_on_end_callback_never_runs() -> None:
+    stream = EventStream()
+    seen: list[Event] = []
+    remove = stream.on_end(seen.append)
+    remove()
+    remove()
+    stream.complete()
+    assert seen == []
+
+
+def test_a_failing_on_end_callback_does_not_reach_who_ended_the_stream() -> None:
+    stream = EventStream()
+    seen: list[Event] = []
+
+    def broken(_: Event) -> None:
+        raise RuntimeError("callback bug")
+
+    stream.on_end(broken)
+    stream.on_end(seen.append)
+    assert stream.cancel("x") is True
+    assert seen == [stream.terminal]
+
+
+# -- what may be pushed ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [5, "text", {"type": "custom"}, None, UserMessage(content="x")])
+def test_pushing_a_non_event_raises_a_type_error_naming_the_expected_types(bad: object) -> None:
+    stream = EventStream()
+    for push in (stream.push, stream.push_async):
+        with pytest.raises(TypeError, match=r"takes an event \(AgentStart, .*CustomEvent"):
+            push(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="apush"):
+        asyncio.run(stream.apush(bad))  # type: ignore[arg-type]
+    assert stream.stats().accepted == 0 and not stream.done
+
+
+def test_a_non_event_is_refused_also_after_the_end_and_in_a_subscription_stream() -> None:
+    ended = EventStream()
+    ended.complete()
+    with pytest.raises(TypeError, match="not int"):
+        ended.push(1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not int"):
+        EventStream(multi_run=True).push_async(1)  # type: ignore[arg-type]
+
+
+def test_an_application_pushes_its_own_custom_events_through_the_stream() -> None:
+    stream = EventStream()
+    mine = CustomEvent(name="progress", data={"pct": 50, "steps": ["a", "b"]}, seq=1)
+    stream.push(ev(0))
+    assert stream.push(mine) is True
+    assert stream.push_async(CustomEvent(name="done", seq=2)) is True
+    stream.complete()
+    events = drain(stream)
+    assert events[1] is mine
+    assert [type(e).__name__ for e in events] == [
+        "TurnStart",
+        "CustomEvent",
+        "CustomEvent",
+        "AgentEnd",
+    ]
 
 
 # -- readers ---------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from agent_runtime.events import (
     AgentEnd,
     AgentStart,
     Canceled,
+    CustomEvent,
     Error,
     Event,
     EventAdapter,
@@ -104,3 +105,31 @@ def test_terminals_are_agent_end_error_and_canceled() -> None:
     assert not any(
         is_terminal(c.model_construct()) for c in EVENT_CLASSES if c not in TERMINAL_TYPES
     )
+
+
+# -- custom events ------------------------------------------------------------------------------
+
+
+def test_custom_events_are_public_and_part_of_the_event_union() -> None:
+    import agent_runtime
+
+    assert agent_runtime.CustomEvent is CustomEvent
+    event = CustomEvent(name="progress", data={"done": [1, 2], "of": 3.5, "ok": True}, seq=4)
+    assert event.type == "custom"
+    assert EventAdapter.validate_json(event.model_dump_json()) == event
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"name": "", "data": 1}, "name"),
+        ({"name": 3, "data": 1}, "name"),
+        ({"name": "x", "data": {1, 2}}, "data"),
+        ({"name": "x", "data": object()}, "data"),
+        ({"name": "x", "data": [1.0, float("inf")]}, "JSON cannot represent"),
+        ({"name": "x", "data": {"a": float("nan")}}, "JSON cannot represent"),
+    ],
+)
+def test_a_custom_event_needs_a_name_and_json_data(fields: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValidationError, match=named):
+        CustomEvent(**fields)

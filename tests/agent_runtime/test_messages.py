@@ -9,6 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from agent_runtime import Runtime
+from agent_runtime.config import RuntimeConfig
 from agent_runtime.messages import (
     AssistantMessage,
     ImageContent,
@@ -22,6 +24,7 @@ from agent_runtime.messages import (
     Usage,
     UserMessage,
 )
+from agent_runtime.testing import ScriptedModel, wait_until
 from tests.agent_runtime import strategies as s
 
 MODELS: dict[str, st.SearchStrategy[Any]] = {
@@ -166,3 +169,71 @@ def test_usage_addition_is_a_commutative_monoid(a: Usage, b: Usage, c: Usage) ->
     assert a + b == b + a
     assert (a + b) + c == a + (b + c)
     assert (a + b).total_tokens == a.total_tokens + b.total_tokens
+
+
+# -- text integrity: lone surrogates ----------------------------------------------------------
+
+SURROGATE = st.integers(0xD800, 0xDFFF).map(chr)
+ANY_TEXT = st.lists(st.one_of(st.characters(), SURROGATE), max_size=12).map("".join)
+
+
+def messages_made_of(text: str) -> list[Any]:
+    """Every kind of message and result, with `text` in each of its strings."""
+    return [
+        UserMessage(content=text),
+        UserMessage(content=[TextContent(text=text), ImageContent(data=text, mime_type=text)]),
+        AssistantMessage(
+            content=[
+                TextContent(text=text),
+                ThinkingContent(thinking=text, signature=text),
+                ToolCall(
+                    id=text, name=text, arguments={text: [text, {"k": text}]}, raw_arguments=text
+                ),
+            ],
+            error_message=text,
+            model=text,
+            provider=text,
+        ),
+        ToolResultMessage(
+            tool_call_id=text,
+            tool_name=text,
+            content=[TextContent(text=text)],
+            details={text: text},
+        ),
+        ToolResult(content=[TextContent(text=text)], details={"nested": [text]}),
+    ]
+
+
+def test_a_lone_surrogate_becomes_the_replacement_character() -> None:
+    assert UserMessage(content="q \udcff").content == "q \ufffd"
+    assert ToolResult.text("ls: \udc80x").content == [TextContent(text="ls: \ufffdx")]
+    call = ToolCall(id="c", name="open", arguments={"path": "/tmp/\udcff"})
+    assert call.arguments == {"path": "/tmp/\ufffd"}
+    assert TextContent(text="\ud83d\ude00").text == "\U0001f600"  # a split pair, joined
+
+
+@given(text=ANY_TEXT)
+def test_every_message_of_any_text_encodes_as_utf8_and_round_trips_through_json(text: str) -> None:
+    for message in messages_made_of(text):
+        dumped = message.model_dump_json()
+        dumped.encode("utf-8")
+        assert type(message).model_validate_json(dumped) == message
+
+
+@given(text=st.text())
+def test_text_without_surrogates_is_kept_exactly(text: str) -> None:
+    assert TextContent(text=text).text == text
+    assert ToolCall(id="c", name="n", arguments={"a": text}).arguments == {"a": text}
+
+
+def test_a_prompt_with_a_lone_surrogate_is_answered_and_stored_in_session_memory() -> None:
+    with Runtime.start(RuntimeConfig()) as runtime:  # SQLite memory in the test's directory
+        model = ScriptedModel(["seen", "again"])
+        agent = runtime.start_agent(("s", "main", 0), model=model)
+        assert agent.run("q \udcff", timeout=10).text == "seen"
+        assert agent.run("next", timeout=10).text == "again"
+        wait_until(lambda: len(runtime.memory.history("s").messages) == 4, timeout=10)
+    with Runtime.start(RuntimeConfig()) as runtime:
+        texts = [m.text for m in runtime.memory.history("s").messages]
+    assert texts == ["q \ufffd", "seen", "next", "again"]
+    assert [m.text for m in model.requests[1].messages] == ["q \ufffd", "seen", "next"]

@@ -12,7 +12,9 @@ import pytest
 
 from agent_runtime import Runtime
 from agent_runtime.config import RuntimeConfig
-from agent_runtime.testing import wait_until
+from agent_runtime.messages import ToolCall
+from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.tools import tool
 from supervisors import kill
 
 
@@ -50,22 +52,41 @@ def test_loop_tasks_runs_coroutines_and_tool_tasks_runs_functions(runtime: Runti
     assert runtime.tool_tasks.max_workers == RuntimeConfig().supervision.tool_workers
 
 
-def test_abort_signals_survive_a_crash_of_the_table_owner(runtime: Runtime) -> None:
-    signal = runtime.abort_table.new()
-    old = child_ref(runtime, "abort_table")
-    kill(old)
-    wait_until(lambda: child_ref(runtime, "abort_table") not in (None, old))
-    assert runtime.abort_table.get(signal.id) is signal
-    runtime.abort_table.abort_all("x")
-    assert signal.aborted
+def test_a_restarted_table_owner_holds_the_runtimes_own_table(runtime: Runtime) -> None:
+    # What makes a restart of an owner lossless: every incarnation is handed the table the
+    # Runtime made, never a fresh one (the tables themselves belong to the Runtime).
+    for child_id, table in (("abort_table", runtime.abort_table), ("registry", runtime.registry)):
+        old = child_ref(runtime, child_id)
+        kill(old)
+        wait_until(lambda: child_ref(runtime, child_id) not in (None, old))  # noqa: B023
+        new = child_ref(runtime, child_id)
+        assert new.proxy().table.get(timeout=5) is table
 
 
-def test_registry_entries_survive_a_crash_of_its_owner(runtime: Runtime) -> None:
-    runtime.registry.register(("s", "r", 0), "agent")
-    old = child_ref(runtime, "registry")
-    kill(old)
-    wait_until(lambda: child_ref(runtime, "registry") not in (None, old))
-    assert runtime.registry.lookup(("s", "r", 0)) == "agent"
+def test_a_crash_of_a_table_owner_leaves_a_running_agent_alone(runtime: Runtime) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def hold() -> str:
+        """Hold until released."""
+        started.set()
+        release.wait(10)
+        return "released"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[ToolCall(id="h", name="hold")]), "done"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[hold])
+    agent.prompt("go")
+    assert started.wait(5)
+    for child_id in ("abort_table", "registry"):
+        old = child_ref(runtime, child_id)
+        kill(old)
+        wait_until(lambda: child_ref(runtime, child_id) not in (None, old))  # noqa: B023
+    assert runtime.registry.lookup(("s", "main", 0)) is agent
+    assert agent.state().is_running
+    release.set()
+    agent.wait_for_idle(timeout=5)
+    assert agent.state().messages[-1].text == "done"  # type: ignore[union-attr]
+    assert agent.alive
 
 
 def test_a_crashed_event_loop_is_replaced_by_a_working_one(runtime: Runtime) -> None:

@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from agent_runtime.abort import AbortSignal
+from agent_runtime.events import CustomEvent
 from agent_runtime.messages import ImageContent, TextContent, ToolCall, ToolResult
 from agent_runtime.tools import (
     Tool,
@@ -708,6 +709,50 @@ def test_concurrent_updates_are_all_delivered() -> None:
         t.join(5)
     assert len(received) == 200
     assert ctx.last_partial is not None and text(ctx.last_partial) == "49"
+
+
+def test_emit_hands_a_custom_event_to_the_receiver_from_the_tools_thread() -> None:
+    received: list[tuple[int, CustomEvent]] = []
+
+    @tool
+    def report(*, ctx: ToolContext) -> str:
+        ctx.emit("phase", {"step": 1, "of": [2, None]})
+        return "done"
+
+    ctx = ToolContext("c", "report", on_emit=lambda e: received.append((threading.get_ident(), e)))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        run(execute_tool_call(ToolCall(id="c", name="report"), [report], ctx, run_sync=pool.submit))
+    assert [(e.name, e.data) for _, e in received] == [("phase", {"step": 1, "of": [2, None]})]
+    assert received[0][0] != threading.get_ident()
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "named"),
+    [("", 1, "name"), (7, 1, "name"), ("x", {1, 2}, "data"), ("x", float("nan"), "data")],
+)
+def test_emit_rejects_a_bad_name_or_data_by_field(name: Any, data: Any, named: str) -> None:
+    received: list[CustomEvent] = []
+    ctx = ToolContext("c", on_emit=received.append)
+    with pytest.raises(ValueError, match=named):
+        ctx.emit(name, data)
+    assert received == []
+
+
+def test_emit_after_the_call_ended_or_outside_a_run_is_dropped() -> None:
+    received: list[CustomEvent] = []
+    ctx = ToolContext("c", on_emit=received.append)
+    ctx.emit("one")
+    ctx.close()
+    ctx.emit("two")
+    assert [e.name for e in received] == ["one"]
+    ToolContext("c").emit("nobody listens")  # no receiver: nothing happens
+
+
+def test_a_failing_emit_receiver_does_not_reach_the_tool() -> None:
+    def broken(_: CustomEvent) -> None:
+        raise RuntimeError("stream closed")
+
+    ToolContext("c", on_emit=broken).emit("x")
 
 
 def test_context_defaults_and_abort() -> None:

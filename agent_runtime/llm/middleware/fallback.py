@@ -18,6 +18,7 @@ from agent_runtime.llm.errors import (
     PermissionDeniedError,
     ProviderError,
     QuotaExceededError,
+    is_retryable,
 )
 from agent_runtime.llm.types import ChatRequest, ChatResponse, ModelInfo, StreamChunk, UsageDelta
 
@@ -29,11 +30,11 @@ Clock = Callable[[], float]
 def fails_over(error: LLMError) -> bool:
     """Whether another model may succeed where this one failed.
 
-    Yes for retryable errors, quota exhaustion and failures tied to one provider account
-    (authentication, permission, unknown model); no for errors in the request itself
-    (invalid request, context too long), which every model would reject alike.
+    Yes for retryable errors (`is_retryable`), quota exhaustion and failures tied to one
+    provider account (authentication, permission, unknown model); no for errors in the request
+    itself (invalid request, context too long), which every model would reject alike.
     """
-    return error.retryable or isinstance(
+    return is_retryable(error) or isinstance(
         error,
         QuotaExceededError | AuthenticationError | PermissionDeniedError | ModelNotFoundError,
     )

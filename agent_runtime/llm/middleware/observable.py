@@ -16,6 +16,7 @@ from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import LLMError
 from agent_runtime.llm.middleware._base import Middleware
 from agent_runtime.llm.types import ChatRequest, ChatResponse, StreamChunk
+from agent_runtime.telemetry import log_content as configured_log_content
 from agent_runtime.telemetry import meter as default_meter
 from agent_runtime.telemetry import tracer as default_tracer
 
@@ -31,14 +32,15 @@ class ObservableModel(Middleware):
     `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`); failures set the span status to
     ERROR with `error.type`. Metrics: `gen_ai.client.token.usage` and
     `gen_ai.client.operation.duration` histograms. Prompt and answer text are logged only with
-    `log_content=True`.
+    `log_content=True`; None (the default) follows `[telemetry] log_content` of the runtime's
+    config (`agent_runtime.telemetry.log_content()`), read at each call.
     """
 
     def __init__(
         self,
         inner: ChatModel,
         *,
-        log_content: bool = False,
+        log_content: bool | None = None,
         tracer: trace.Tracer | None = None,
         meter: metrics.Meter | None = None,
     ) -> None:
@@ -52,6 +54,9 @@ class ObservableModel(Middleware):
         self._duration = m.create_histogram(
             "gen_ai.client.operation.duration", unit="s", description="Model call duration"
         )
+
+    def _content(self) -> bool:
+        return configured_log_content() if self.log_content is None else self.log_content
 
     def _attributes(self, request: ChatRequest) -> dict[str, Any]:
         info = self.inner.info
@@ -76,7 +81,7 @@ class ObservableModel(Middleware):
             "provider": attrs["gen_ai.system"],
             "model": attrs["gen_ai.request.model"],
         }
-        if self.log_content:
+        if self._content():
             fields["prompt"] = [m.model_dump(mode="json") for m in request.messages]
         log.debug("llm.call.started", **fields)
         return span, attrs, time.monotonic()
@@ -106,7 +111,7 @@ class ObservableModel(Middleware):
             "output_tokens": usage.output_tokens,
             "stop_reason": response.stop_reason,
         }
-        if self.log_content:
+        if self._content():
             fields["answer"] = response.text
         log.info("llm.call.finished", **fields)
 

@@ -11,7 +11,7 @@ import structlog
 from agent_runtime.abort import AbortSignal
 from agent_runtime.llm._abortable import await_abortable
 from agent_runtime.llm.base import ChatModel
-from agent_runtime.llm.errors import LLMError
+from agent_runtime.llm.errors import LLMError, is_retryable
 from agent_runtime.llm.middleware._base import Middleware
 from agent_runtime.llm.types import ChatRequest, ChatResponse, StreamChunk, UsageDelta
 
@@ -47,7 +47,9 @@ def backoff_delay(
 
 
 class RetryingModel(Middleware):
-    """Retries `LLMError`s marked retryable; anything else is raised at once.
+    """Retries the `LLMError`s `is_retryable` allows (the agent loop's rule too: marked
+    retryable, and never an authentication, permission or invalid-request error); anything
+    else is raised at once.
 
     A stream is retried only while it has yielded nothing: once a chunk reached the caller,
     a failure is raised (the caller may already have shown the partial answer). Waiting
@@ -102,7 +104,7 @@ class RetryingModel(Middleware):
         await await_abortable(self._sleep(delay), signal)
 
     def _should_retry(self, error: LLMError, attempt: int) -> bool:
-        return error.retryable and attempt <= self.max_retries
+        return is_retryable(error) and attempt <= self.max_retries
 
     async def generate(
         self, request: ChatRequest, *, signal: AbortSignal | None = None

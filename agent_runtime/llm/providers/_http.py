@@ -21,6 +21,8 @@ class HttpOptions(TypedDict, total=False):
 
     timeout: float
     connect_timeout: float
+    request_timeout: float | None
+    idle_timeout: float | None
     capabilities: Iterable[Capability] | None
     pricing: ModelPricing | None
     thinking_budgets: ThinkingBudgets | None
@@ -34,8 +36,11 @@ class HttpChatModel(BaseChatModel):
     API key, resolved on every request by `_api_key_now`. Subclasses implement `_headers`
     (called for every request, so rotated keys reach retries) and `_stream`.
 
-    `timeout` is the read timeout in seconds, `connect_timeout` the connect one; `capabilities`
-    defaults to all five; with `pricing`, responses carry `cost`; `thinking_budgets` gives the
+    `timeout` is httpx's read timeout in seconds (any byte resets it), `connect_timeout` the
+    connect one; `request_timeout` bounds a whole call, `idle_timeout` a stream's wait for its
+    next data event (SSE comments and keep-alive pings do not count); either ends the call
+    with a retryable `NetworkError` naming it (None: no bound). `capabilities` defaults to all
+    five; with `pricing`, responses carry `cost`; `thinking_budgets` gives the
     token budget of each reasoning level; `transport` replaces the network (tests).
     """
 
@@ -52,11 +57,16 @@ class HttpChatModel(BaseChatModel):
         api_key_envs: Sequence[str],
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
+        request_timeout: float | None = 600.0,
+        idle_timeout: float | None = 120.0,
         capabilities: Iterable[Capability] | None = None,
         pricing: ModelPricing | None = None,
         thinking_budgets: ThinkingBudgets | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        for name, seconds in (("request_timeout", request_timeout), ("idle_timeout", idle_timeout)):
+            if seconds is not None and not seconds > 0:  # NaN too
+                raise ValueError(f"invalid {name} {seconds!r} (expected seconds > 0, or None)")
         self.thinking_budgets = thinking_budgets or ThinkingBudgets()
         self._api_key = api_key
         self._api_key_envs = tuple(api_key_envs)
@@ -72,6 +82,8 @@ class HttpChatModel(BaseChatModel):
             headers=self._headers,
             timeout=timeout,
             connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            idle_timeout=idle_timeout,
             transport=transport,
         )
 

@@ -8,10 +8,11 @@ how our transcript, reasoning levels, JSON mode, stop reasons and usage map onto
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Unpack
 
-from typing_extensions import Unpack
+import httpx_sse
 
+from agent_runtime.llm._sse import SseEventSource
 from agent_runtime.llm._transport import ApiKey
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import NetworkError
@@ -29,6 +30,11 @@ PROVIDER = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MESSAGES_PATH = "/v1/messages"
 MODELS_PATH = "/v1/models"
+
+
+def _is_ping(event: httpx_sse.ServerSentEvent) -> bool:
+    """Anthropic's keep-alive event: not data, so it does not hold off `idle_timeout`."""
+    return event.event == "ping"
 
 
 class AnthropicOptions(HttpOptions, total=False):
@@ -141,7 +147,9 @@ class AnthropicModel(HttpChatModel):
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
         decoder = StreamDecoder()
-        events = self._transport.events(MESSAGES_PATH, self._body(request, stream=True))
+        events = SseEventSource(
+            self._transport, MESSAGES_PATH, self._body(request, stream=True), keepalive=_is_ping
+        )
         async with events:
             async for event in events:
                 data = events.json(event)

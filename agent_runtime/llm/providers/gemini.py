@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Unpack
 
-from typing_extensions import Unpack
-
+from agent_runtime.llm._sse import SseEventSource
 from agent_runtime.llm._transport import ApiKey
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import (
@@ -91,8 +91,8 @@ class GeminiModel(HttpChatModel):
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
         body = request_body(request, budgets=self.thinking_budgets)
         decoder = GeminiStreamDecoder()
-        events = self._transport.events(
-            self._path("streamGenerateContent"), body, params={"alt": "sse"}
+        events = SseEventSource(
+            self._transport, self._path("streamGenerateContent"), body, params={"alt": "sse"}
         )
         with _wrong_key_as_auth_error():
             async with events:
@@ -182,7 +182,8 @@ def gemini(
     `base_url` is the API root (the adapter appends `/v1beta/models/...`), for proxies and test
     servers. `capabilities` defaults to all five; with `pricing`, responses carry `cost`.
     `thinking_budgets` gives the `thinkingBudget` of each reasoning level. `transport` is for
-    tests only; `timeout` and `connect_timeout` are as for every HTTP adapter (`HttpChatModel`).
+    tests only; `timeout`, `connect_timeout`, `request_timeout` and `idle_timeout` are as for
+    every HTTP adapter (`HttpChatModel`).
 
     Raises (on calls, not here):
         AuthenticationError: no key could be found, before any HTTP request.

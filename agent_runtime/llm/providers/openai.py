@@ -14,10 +14,9 @@ raises `NetworkError`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Unpack
 
-from typing_extensions import Unpack
-
+from agent_runtime.llm._sse import SseEventSource
 from agent_runtime.llm._transport import ApiKey
 from agent_runtime.llm.errors import NetworkError, ProviderError
 from agent_runtime.llm.providers._http import HttpChatModel, HttpOptions
@@ -118,7 +117,9 @@ class OpenAICompatibleModel(HttpChatModel):
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
         finish: str | None = None
         done = False
-        events = self._transport.events("/chat/completions", self._body(request, stream=True))
+        events = SseEventSource(
+            self._transport, "/chat/completions", self._body(request, stream=True)
+        )
         async with events:  # the response is closed before FinishDelta
             async for event in events:
                 if event.data.strip().startswith("[DONE]"):

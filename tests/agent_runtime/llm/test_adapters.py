@@ -1,11 +1,19 @@
-"""What every adapter promises alike, checked for each over real HTTP: capability checks before
-any request, structured output in the wire's own mode, aborting `generate`, read timeouts."""
+"""The adapter contract: what every adapter promises alike, checked for each wire over real HTTP.
+
+Answers (text, streamed deltas, parallel tool calls, usage and cost, a stream equal to
+`generate`, any split of the byte stream), failures on the wire (errors after some text,
+disconnects, refused connections), keys, model lists, capability checks before any request,
+structured output in the wire's own mode, aborts and read timeouts. What only one wire does
+(its request fields, error bodies, quirks) stays in test_<wire>.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -13,6 +21,8 @@ from functools import partial
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from agent_runtime.abort import Aborted, AbortSignal
@@ -22,14 +32,27 @@ from agent_runtime.llm import (
     ChatRequest,
     NetworkError,
     ProviderError,
+    RateLimitError,
     StructuredOutputError,
     TextDelta,
     ToolSpec,
+    anthropic,
+    gemini,
+    openai_compatible,
 )
 from agent_runtime.llm.base import BaseChatModel
-from agent_runtime.llm.types import ALL_CAPABILITIES, Capability
-from agent_runtime.messages import ImageContent, TextContent, UserMessage
+from agent_runtime.llm.types import (
+    ALL_CAPABILITIES,
+    Capability,
+    FinishDelta,
+    ModelPricing,
+    StreamChunk,
+    ToolCallDelta,
+)
+from agent_runtime.messages import ImageContent, TextContent, ToolCall, Usage, UserMessage
 from agent_runtime.testing import MockProviderServer, MockResponse, ScriptedTurn
+from agent_runtime.testing._wire import WIRE_FORMATS
+from agent_runtime.testing.mock_server import RecordedRequest
 from tests.agent_runtime.llm import helpers
 from tests.agent_runtime.llm.helpers import HI, run
 
@@ -43,6 +66,138 @@ adapter = partial(helpers.adapter, model="model-x")  # one model name across the
 async def drain(model: BaseChatModel, request: ChatRequest) -> None:
     async for _ in model.stream(request):
         pass
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+RAW_STOP = {"openai": "stop", "anthropic": "end_turn", "gemini": "STOP"}
+RAW_TOOL_USE = {"openai": "tool_calls", "anthropic": "tool_use", "gemini": "STOP"}
+
+
+def is_streamed(wire: str, sent: RecordedRequest) -> bool:
+    """Whether the request asked for a stream, as its wire says it."""
+    if wire == "gemini":
+        return sent.path.endswith(":streamGenerateContent") and sent.query == {"alt": ["sse"]}
+    return bool(sent.json.get("stream"))
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_generate_returns_the_text_with_usage_and_request_id(
+    server: MockProviderServer, wire: str
+) -> None:
+    server.enqueue(ScriptedTurn(text="Hello!", usage=Usage(input_tokens=9, output_tokens=2)))
+    response = helpers.generate(adapter(wire, server))
+    assert response.text == "Hello!"
+    assert (response.stop_reason, response.raw_finish_reason) == ("stop", RAW_STOP[wire])
+    assert response.usage == Usage(input_tokens=9, output_tokens=2)
+    assert response.request_id == "req_mock"
+    assert response.message.provider == PROVIDER[wire]
+    assert not is_streamed(wire, server.requests[0])
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_stream_yields_every_text_delta_in_order_then_one_finish(
+    server: MockProviderServer, wire: str
+) -> None:
+    pieces = [f"w{i} " for i in range(40)]
+    server.enqueue(ScriptedTurn(chunks=pieces))
+    chunks = helpers.collect(adapter(wire, server))
+    assert [c.text for c in chunks if isinstance(c, TextDelta)] == pieces
+    assert [c for c in chunks if isinstance(c, FinishDelta)] == [
+        FinishDelta(reason="stop", raw_reason=RAW_STOP[wire])
+    ]
+    assert isinstance(chunks[-1], FinishDelta)
+    assert is_streamed(wire, server.requests[0])
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_parallel_tool_calls_assemble_whole_each_under_its_own_index(
+    server: MockProviderServer, wire: str
+) -> None:
+    calls = [
+        ToolCall(id="call_a", name="read", arguments={"path": "/etc/hosts", "max_bytes": 100}),
+        ToolCall(id="call_b", name="search", arguments={"query": "weather in Zürich"}),
+        ToolCall(id="call_c", name="noop", arguments={}),
+    ]
+    server.enqueue(ScriptedTurn(text="Working on it.", tool_calls=calls))
+    model = adapter(wire, server)
+    chunks = helpers.collect(model)
+    deltas = [c for c in chunks if isinstance(c, ToolCallDelta)]
+    indexes = list(dict.fromkeys(d.index for d in deltas))  # the wire's own numbering
+    assert len(indexes) == 3 and indexes == sorted(indexes)
+    if wire != "gemini":  # Gemini sends each call whole; the others stream argument fragments
+        assert len(deltas) > 10
+    response = helpers.assemble(chunks, model.info)
+    assert response.message.tool_calls == calls
+    assert response.text == "Working on it."
+    assert (response.stop_reason, response.raw_finish_reason) == ("tool_use", RAW_TOOL_USE[wire])
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_usage_counts_cached_input_and_the_cost_prices_it(
+    server: MockProviderServer, wire: str
+) -> None:
+    usage = Usage(input_tokens=1000, output_tokens=100, cached_input_tokens=800)
+    server.enqueue(ScriptedTurn(text="a", usage=usage), ScriptedTurn(text="a", usage=usage))
+    model = adapter(wire, server, pricing=ModelPricing(input=1.0, output=10.0, cached_input=0.1))
+    assert helpers.assembled(model).usage == usage
+    response = helpers.generate(model)
+    assert response.usage == usage
+    assert response.cost == pytest.approx((200 * 1.0 + 800 * 0.1 + 100 * 10.0) / 1e6)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_collected_stream_equals_generate(server: MockProviderServer, wire: str) -> None:
+    turn = ScriptedTurn(
+        chunks=["The answer ", "is 4."],
+        thinking="2+2",
+        thinking_signature="sig-1",
+        tool_calls=[ToolCall(id="call_1", name="check", arguments={"n": 4})],
+        usage=Usage(input_tokens=12, output_tokens=8, cached_input_tokens=4),
+    )
+    server.enqueue(turn, turn)
+    model = adapter(wire, server)
+    request = ChatRequest(messages=HI.messages, reasoning="low")
+    streamed = helpers.assembled(model, request)
+    generated = helpers.generate(model, request)
+    exclude: dict[str, Any] = {"request_id": True, "message": {"timestamp"}}
+    assert streamed.model_dump(exclude=exclude) == generated.model_dump(exclude=exclude)
+    assert streamed.raw_finish_reason == RAW_TOOL_USE[wire]
+
+
+SPLIT_TURN = ScriptedTurn(
+    chunks=["Bonjour ", "\u00e0 ", "tous ✓"],
+    thinking="hmm",
+    thinking_signature="c2ln",
+    tool_calls=[
+        ToolCall(id="call_1", name="f", arguments={"k": ["v", 1], "path": "/tmp/ä.txt"}),
+        ToolCall(id="call_2", name="g", arguments={}),
+    ],
+    usage=Usage(input_tokens=9, output_tokens=4),
+)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_any_split_of_the_byte_stream_assembles_the_same_response(
+    server: MockProviderServer, wire: str
+) -> None:
+    asked = {"stream_options": {"include_usage": True}}  # what the OpenAI adapter asks for
+    body = b"".join(WIRE_FORMATS[wire].render_events(SPLIT_TURN, asked, "m"))
+    model = adapter(wire, server)
+    text = "".join(SPLIT_TURN.chunks or [])
+
+    @settings(max_examples=25, deadline=None)
+    @given(cuts=st.lists(st.integers(min_value=0, max_value=len(body)), max_size=12))
+    def check(cuts: list[int]) -> None:
+        points = sorted({*cuts, 0, len(body)})
+        server.enqueue(MockResponse(raw=[body[a:b] for a, b in itertools.pairwise(points)]))
+        response = helpers.assembled(model)
+        assert response.text == text
+        assert response.message.tool_calls == SPLIT_TURN.tool_calls
+        assert response.usage == SPLIT_TURN.usage
+        assert response.stop_reason == "tool_use"
+
+    check()
 
 
 # -- capabilities ----------------------------------------------------------------------------------
@@ -103,6 +258,134 @@ def test_a_callable_key_that_returns_nothing_fails_before_any_request(
         run(model, (lambda: drain(model, HI)) if streaming else (lambda: model.generate(HI)))
     assert caught.value.provider == PROVIDER[wire]
     assert server.requests == []
+
+
+AUTH_HEADER = {"openai": "authorization", "anthropic": "x-api-key", "gemini": "x-goog-api-key"}
+DEFAULT_KEY_VARS = {
+    "openai": ["OPENAI_API_KEY"],
+    "anthropic": ["ANTHROPIC_API_KEY"],
+    "gemini": ["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+}
+
+
+def key_sent(wire: str, sent: RecordedRequest) -> str:
+    """The API key a request carried, in its wire's header."""
+    value = sent.headers[AUTH_HEADER[wire]]
+    return value.removeprefix("Bearer ") if wire == "openai" else value
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_callable_api_key_is_called_for_every_request(
+    server: MockProviderServer, wire: str
+) -> None:
+    keys = iter(["key-1", "key-2"])
+    server.enqueue("a", "b")
+    model = adapter(wire, server, api_key=lambda: next(keys))
+    helpers.generate(model)
+    helpers.collect(model)
+    assert [key_sent(wire, r) for r in server.requests] == ["key-1", "key-2"]
+    if wire == "openai":
+        assert server.requests[0].headers["authorization"] == "Bearer key-1"
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_the_key_variable_is_read_on_every_request(
+    server: MockProviderServer, monkeypatch: pytest.MonkeyPatch, wire: str
+) -> None:
+    server.enqueue("a", "b")
+    model = adapter(wire, server, api_key=None, api_key_env="ADAPTER_TEST_KEY")
+    monkeypatch.setenv("ADAPTER_TEST_KEY", "env-1")
+    helpers.generate(model)
+    monkeypatch.setenv("ADAPTER_TEST_KEY", "env-2")
+    helpers.generate(model)
+    assert [key_sent(wire, r) for r in server.requests] == ["env-1", "env-2"]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_missing_key_names_its_variable_before_any_request(
+    server: MockProviderServer, monkeypatch: pytest.MonkeyPatch, wire: str, streaming: bool
+) -> None:
+    for name in DEFAULT_KEY_VARS[wire]:
+        monkeypatch.delenv(name, raising=False)
+    # A generic OpenAI-compatible server reads no variable unless told (see test_openai.py).
+    options = {"api_key_env": "OPENAI_API_KEY"} if wire == "openai" else {}
+    model = adapter(wire, server, api_key=None, **options)
+    with pytest.raises(AuthenticationError, match=DEFAULT_KEY_VARS[wire][0]) as caught:
+        run(model, (lambda: drain(model, HI)) if streaming else (lambda: model.generate(HI)))
+    assert caught.value.provider == PROVIDER[wire]
+    assert server.requests == []
+
+
+# -- models ----------------------------------------------------------------------------------------
+
+MODELS_PATH = {"openai": "/v1/models", "anthropic": "/v1/models", "gemini": "/v1beta/models"}
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_list_models_returns_the_servers_model_names(server: MockProviderServer, wire: str) -> None:
+    server.models = ["alpha", "beta-2"]  # Gemini's wire calls them "models/alpha", ...
+    model = adapter(wire, server)
+    assert run(model, model.list_models) == ["alpha", "beta-2"]
+    sent = server.requests[0]
+    assert (sent.method, sent.path) == ("GET", MODELS_PATH[wire])
+    assert key_sent(wire, sent) == helpers.KEY[wire]
+
+
+# -- failures on the wire --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_an_error_after_some_text_raises_mapped_after_that_text(
+    server: MockProviderServer, wire: str
+) -> None:
+    server.enqueue(ScriptedTurn(chunks=["par", "tial"], error=RateLimitError("slow down")))
+    seen: list[StreamChunk] = []
+    with pytest.raises(RateLimitError, match="slow down") as caught:
+        helpers.collect(adapter(wire, server), into=seen)
+    assert [c.text for c in seen if isinstance(c, TextDelta)] == ["par", "tial"]
+    assert not any(isinstance(c, FinishDelta) for c in seen)
+    assert caught.value.retryable and caught.value.provider == PROVIDER[wire]
+    assert caught.value.request_id == "req_mock"
+
+
+DISCONNECT_AFTER = {"openai": 2, "anthropic": 5, "gemini": 2}  # frames: into the text
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_mid_stream_disconnect_is_a_retryable_network_error(
+    server: MockProviderServer, wire: str
+) -> None:
+    turn = ScriptedTurn(chunks=["a", "b", "c"])
+    server.enqueue(MockResponse(turn=turn, disconnect_after=DISCONNECT_AFTER[wire]))
+    seen: list[StreamChunk] = []
+    with pytest.raises(NetworkError) as caught:
+        helpers.collect(adapter(wire, server), into=seen)
+    assert caught.value.retryable and caught.value.provider == PROVIDER[wire]
+    assert not any(isinstance(c, FinishDelta) for c in seen)
+
+
+def closed_port_url() -> str:
+    """The URL of a loopback port nobody listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_refused_connection_is_a_retryable_network_error(wire: str, streaming: bool) -> None:
+    url = closed_port_url()
+    if wire == "openai":
+        model: Any = openai_compatible(f"{url}/v1", "m", api_key="k")
+    elif wire == "anthropic":
+        model = anthropic("m", "k", base_url=url)
+    else:
+        model = gemini("m", "k", base_url=url, connect_timeout=2)
+    with pytest.raises(NetworkError) as caught:
+        helpers.collect(model) if streaming else helpers.generate(model)
+    assert caught.value.retryable and caught.value.provider == PROVIDER[wire]
 
 
 # -- structured output -----------------------------------------------------------------------------

@@ -68,6 +68,26 @@ def test_one_index_reused_for_different_ids_makes_separate_calls() -> None:
     assert [c.id for c in build(chunks).build().message.tool_calls] == ["a", "b"]
 
 
+def test_calls_of_different_indexes_stay_apart_with_an_empty_or_a_shared_id() -> None:
+    for shared in ("", "call_0"):
+        chunks: list[StreamChunk] = [
+            ToolCallDelta(index=0, id=shared, name="f", arguments='{"n": 1}'),
+            ToolCallDelta(index=1, id=shared, name="f", arguments='{"n": 2}'),
+            FinishDelta(reason="tool_use"),
+        ]
+        calls = build(chunks).build().message.tool_calls
+        assert [c.arguments for c in calls] == [{"n": 1}, {"n": 2}]
+
+
+def test_a_call_that_began_without_an_index_is_continued_by_its_id() -> None:
+    chunks: list[StreamChunk] = [
+        ToolCallDelta(id="a", name="f", arguments='{"n":'),
+        ToolCallDelta(index=0, id="a", arguments=" 1}"),
+        FinishDelta(reason="tool_use"),
+    ]
+    assert [c.arguments for c in build(chunks).build().message.tool_calls] == [{"n": 1}]
+
+
 def test_usage_is_replaced_not_summed() -> None:
     chunks: list[StreamChunk] = [
         UsageDelta(usage=Usage(input_tokens=10, output_tokens=1)),
@@ -95,9 +115,42 @@ def test_truncated_stream_keeps_partial_text_and_raw_arguments() -> None:
     assert response.message.text == "Let me "
     call = response.message.tool_calls[0]
     assert call.raw_arguments == '{"path": "/tm'
-    assert call.arguments == {"path": "/tm"}
     with pytest.raises(Exception, match="max_output_tokens"):
         response.ensure_complete()
+
+
+def test_a_call_cut_off_by_the_token_limit_gets_empty_arguments_and_its_raw_text() -> None:
+    chunks: list[StreamChunk] = [
+        ToolCallDelta(index=0, id="a", name="read", arguments='{"path": "/etc/hosts"}'),
+        ToolCallDelta(index=1, id="b", name="read", arguments='{"path": "/etc/pass'),
+        FinishDelta(reason="length"),
+    ]
+    builder = build(chunks)
+    complete, cut = builder.build().message.tool_calls
+    assert (complete.arguments, complete.raw_arguments) == ({"path": "/etc/hosts"}, None)
+    assert (cut.arguments, cut.raw_arguments) == ({}, '{"path": "/etc/pass')
+    # a progress snapshot still shows how far the arguments got
+    assert builder.snapshot().tool_calls[1].arguments == {"path": "/etc/pass"}
+
+
+def test_parallel_calls_are_ordered_by_the_provider_index_not_by_arrival() -> None:
+    chunks: list[StreamChunk] = [
+        TextDelta(text="Reading both."),
+        ToolCallDelta(index=2, id="c", name="third", arguments="{}"),
+        ToolCallDelta(index=0, id="a", name="first", arguments='{"n":'),
+        ToolCallDelta(index=1, id="b", name="second", arguments="{}"),
+        ToolCallDelta(index=0, arguments=" 1}"),
+        FinishDelta(reason="tool_use"),
+    ]
+    builder = build(chunks)
+    message = builder.build().message
+    assert message.text == "Reading both."
+    assert [(c.id, c.name, c.arguments) for c in message.tool_calls] == [
+        ("a", "first", {"n": 1}),
+        ("b", "second", {}),
+        ("c", "third", {}),
+    ]
+    assert builder.snapshot().content == message.content  # progress shows the same order
 
 
 def test_invalid_json_arguments_are_kept_raw_with_empty_arguments() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator
 
@@ -16,18 +17,25 @@ from opentelemetry.trace import StatusCode
 from structlog.testing import capture_logs
 
 from agent_runtime.abort import Aborted, AbortSignal
+from agent_runtime.events import Event, ProviderRetry
 from agent_runtime.llm import (
+    AuthenticationError,
     BaseChatModel,
     ChatRequest,
+    ContextLengthExceededError,
     FinishDelta,
     InvalidRequestError,
+    LLMError,
     ModelInfo,
+    NetworkError,
+    PermissionDeniedError,
     ProviderError,
     QuotaExceededError,
     RateLimitError,
     StreamChunk,
     TextDelta,
     UsageDelta,
+    is_retryable,
 )
 from agent_runtime.llm.middleware import (
     CachingModel,
@@ -37,6 +45,8 @@ from agent_runtime.llm.middleware import (
     SwitchableModel,
 )
 from agent_runtime.llm.middleware.retrying import backoff_delay
+from agent_runtime.loop import AgentContext, LoopConfig, RetryPolicy
+from agent_runtime.loop import run as loop_run
 from agent_runtime.messages import Usage, UserMessage
 from agent_runtime.testing.scripted import ScriptedModel, ScriptedTurn
 
@@ -67,6 +77,51 @@ def test_retryable_errors_are_retried_with_capped_exponential_backoff() -> None:
     assert asyncio.run(model.generate(REQUEST)).text == "ok"
     assert sleep.delays == [2.0, 4.0, 5.0]
     assert inner.call_count == 4
+
+
+# Each error once with the flag that could mislead: marked retryable where it must not be
+# retried, and plain where it must.
+RETRY_RULE_CASES = [
+    (AuthenticationError("bad key", retryable=True), False),
+    (PermissionDeniedError("not yours", retryable=True), False),
+    (InvalidRequestError("bad field", retryable=True), False),
+    (ContextLengthExceededError("too long", retryable=True), False),
+    (QuotaExceededError("no credit"), False),
+    (ProviderError("down", retryable=False), False),
+    (ProviderError("down"), True),
+    (RateLimitError("slow"), True),
+    (NetworkError("cut"), True),
+]
+
+
+def _retried_by_retrying_model(error: LLMError) -> bool:
+    inner = ScriptedModel([ScriptedTurn(error=error), ScriptedTurn(text="ok")])
+    model = RetryingModel(inner, sleep=FakeSleep())
+    with contextlib.suppress(LLMError):
+        asyncio.run(model.generate(REQUEST))
+    return inner.call_count == 2
+
+
+def _retried_by_the_loop(error: LLMError) -> bool:
+    inner = ScriptedModel([ScriptedTurn(error=error), ScriptedTurn(text="ok")])
+    config = LoopConfig(model=inner, retry=RetryPolicy(base_delay=0.0, jitter=0.0))
+
+    async def events() -> list[Event]:
+        prompt = [UserMessage(content="hi")]
+        return [e async for e in loop_run(prompt, AgentContext(system_prompt=""), config)]
+
+    retried = any(isinstance(e, ProviderRetry) for e in asyncio.run(events()))
+    assert retried == (inner.call_count == 2)
+    return retried
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"), RETRY_RULE_CASES, ids=[f"{type(e).__name__}" for e, _ in RETRY_RULE_CASES]
+)
+def test_retrying_model_and_the_loop_retry_by_one_rule(error: LLMError, retried: bool) -> None:
+    assert is_retryable(error) is retried
+    assert _retried_by_retrying_model(error) is retried
+    assert _retried_by_the_loop(error) is retried
 
 
 def test_retry_after_is_honoured_up_to_its_cap() -> None:

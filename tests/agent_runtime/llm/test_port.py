@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agent_runtime import ConfigError
 from agent_runtime.abort import Aborted, AbortSignal
@@ -24,6 +24,7 @@ from agent_runtime.llm import (
 from agent_runtime.llm.factory import from_config
 from agent_runtime.messages import ImageContent, ToolCall, Usage, UserMessage
 from agent_runtime.testing.scripted import ScriptedModel, ScriptedTurn, ScriptExhausted
+from agent_runtime.tools import ToolRegistry, tool
 
 REQUEST = ChatRequest(messages=[UserMessage(content="hi")])
 
@@ -182,6 +183,26 @@ def test_structured_output_refuses_a_truncated_answer() -> None:
     model = ScriptedModel([ScriptedTurn(text='{"city": "Os', stop_reason="length")])
     with pytest.raises(TruncatedResponseError, match="max_output_tokens"):
         model.generate_structured_sync(REQUEST, Weather)
+
+
+def test_a_request_takes_tools_as_they_are_and_keeps_their_specs() -> None:
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        return city
+
+    registry = ToolRegistry()
+    registry.register(lookup)
+    by_hand = ToolSpec(name="clock", description="The time.")
+    request = ChatRequest(messages=REQUEST.messages, tools=[*registry.all(), by_hand])
+    assert request.tools == [lookup.spec(), by_hand]
+    assert ScriptedModel(["ok"]).generate_sync(request).text == "ok"
+    assert ChatRequest.model_validate_json(request.model_dump_json()) == request
+
+
+def test_a_request_names_a_tool_it_cannot_take() -> None:
+    with pytest.raises(ValidationError, match=r"tools\.0"):
+        ChatRequest(tools=["lookup"])
 
 
 def test_from_config_builds_the_offline_scripted_profile() -> None:

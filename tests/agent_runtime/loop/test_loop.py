@@ -12,7 +12,9 @@ from agent_runtime.abort import AbortSignal
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
+    CustomEvent,
     Error,
+    Event,
     MessageEnd,
     MessageUpdate,
     ProviderRetry,
@@ -88,30 +90,51 @@ def test_tool_turn_pairs_every_call_and_reports_results_in_turn_end() -> None:
     assert isinstance(second_request.messages[-1], ToolResultMessage)
 
 
+def starts_and_ends(events: list[Event]) -> list[str]:
+    """The tool events of a run as "start c0" / "end c0", in order."""
+    out = []
+    for e in events:
+        if isinstance(e, ToolExecutionStart):
+            out.append(f"start {e.tool_call_id}")
+        elif isinstance(e, ToolExecutionEnd):
+            out.append(f"end {e.tool_call_id}")
+    return out
+
+
 def test_tools_run_sequentially_by_default() -> None:
-    active = []
-    peak = []
-    lock = threading.Lock()
+    started = {n: threading.Event() for n in range(3)}
+    overlapped: list[int] = []
 
     @tool
-    def slow(n: int) -> int:
-        """Slow."""
-        with lock:
-            active.append(n)
-            peak.append(len(active))
-        time.sleep(0.02)
-        with lock:
-            active.remove(n)
+    def step(n: int) -> int:
+        """Step."""
+        started[n].set()
+        # Give a next call every chance to start now: in a correct run none does, and this
+        # wait simply runs out (it never decides a pass, only makes a wrong run fail).
+        if n + 1 in started and started[n + 1].wait(0.2):
+            overlapped.append(n)
         return n
 
-    model = ScriptedModel([calls_turn(*(call(f"c{i}", "slow", n=i) for i in range(3))), "ok"])
-    events = drive(model, [slow])
-    assert max(peak) == 1
+    model = ScriptedModel([calls_turn(*(call(f"c{i}", "step", n=i) for i in range(3))), "ok"])
+    events = drive(model, [step])
+    # Each call starts only after the one before it ended (a batch run together announces
+    # every start before its first end).
+    assert starts_and_ends(events) == [
+        "start c0",
+        "end c0",
+        "start c1",
+        "end c1",
+        "start c2",
+        "end c2",
+    ]
+    assert overlapped == []
     assert [r.tool_call_id for r in results_of(events)] == ["c0", "c1", "c2"]
 
 
 def test_contiguous_parallel_safe_calls_run_together_up_to_the_limit() -> None:
-    barrier_hits = []
+    # Each group can only pass its barrier if all its calls run at once; a call that does
+    # not make it in time breaks the barrier and its result is an error.
+    first, second = threading.Barrier(3, timeout=5), threading.Barrier(2, timeout=5)
     lock = threading.Lock()
     active = [0]
     peak = [0]
@@ -122,16 +145,21 @@ def test_contiguous_parallel_safe_calls_run_together_up_to_the_limit() -> None:
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
-        time.sleep(0.05)
+        (first if n < 3 else second).wait()
         with lock:
             active[0] -= 1
-            barrier_hits.append(n)
         return n
 
     calls = [call(f"c{i}", "fetch", n=i) for i in range(5)]
     events = drive(ScriptedModel([calls_turn(*calls), "ok"]), [fetch], max_tool_concurrency=3)
+    results = results_of(events)
+    assert [r.tool_call_id for r in results] == [f"c{i}" for i in range(5)]
+    assert not any(r.is_error for r in results), [r.text for r in results]
+    # The second group starts only after the first ended: never more than the limit at once.
+    tool_events = starts_and_ends(events)
+    last_end_of_first = max(tool_events.index(f"end c{i}") for i in range(3))
+    assert min(tool_events.index(f"start c{i}") for i in (3, 4)) > last_end_of_first
     assert peak[0] == 3
-    assert [r.tool_call_id for r in results_of(events)] == [f"c{i}" for i in range(5)]
 
 
 def test_a_sequential_call_is_a_barrier_between_parallel_groups() -> None:
@@ -366,6 +394,54 @@ def test_tool_updates_become_execution_update_events() -> None:
         < kinds.index("ToolExecutionUpdate")
         < kinds.index("ToolExecutionEnd")
     )
+
+
+def test_emitted_events_come_in_order_with_the_calls_updates_and_the_runs_identity() -> None:
+    @tool
+    def report(ctx: ToolContext) -> str:
+        """Report."""
+        ctx.emit("phase", {"name": "read"})
+        ctx.update("half")
+        ctx.emit("phase", {"name": "write"})
+        return "all"
+
+    events = drive(ScriptedModel([calls_turn(call("r", "report")), "ok"]), [report], run_id="run-7")
+    kinds = names(events)
+    start, end = kinds.index("ToolExecutionStart"), kinds.index("ToolExecutionEnd")
+    assert kinds[start + 1 : end] == ["CustomEvent", "ToolExecutionUpdate", "CustomEvent"]
+    custom = [e for e in events if isinstance(e, CustomEvent)]
+    assert [(e.name, e.data) for e in custom] == [
+        ("phase", {"name": "read"}),
+        ("phase", {"name": "write"}),
+    ]
+    assert all(e.run_id == "run-7" for e in custom)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+def test_an_async_tool_emits_too() -> None:
+    @tool
+    async def report(ctx: ToolContext) -> str:
+        """Report."""
+        ctx.emit("tick", 1)
+        await asyncio.sleep(0)
+        ctx.emit("tick", 2)
+        return "all"
+
+    events = drive(ScriptedModel([calls_turn(call("r", "report")), "ok"]), [report])
+    assert [e.data for e in events if isinstance(e, CustomEvent)] == [1, 2]
+
+
+def test_each_direct_run_gets_a_fresh_run_id_on_every_event() -> None:
+    first = drive(ScriptedModel(["a"]))
+    second = drive(ScriptedModel(["b"]))
+    (first_id,) = {e.run_id for e in first}
+    (second_id,) = {e.run_id for e in second}
+    assert first_id and second_id and first_id != second_id
+
+
+def test_a_run_id_in_the_config_is_kept() -> None:
+    events = drive(ScriptedModel(["a"]), run_id="given")
+    assert {e.run_id for e in events} == {"given"}
 
 
 def test_continue_run_refuses_an_empty_or_assistant_ending_context() -> None:

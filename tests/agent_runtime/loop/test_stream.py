@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from collections.abc import Coroutine, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,19 +13,159 @@ import pytest
 
 from agent_runtime import RunCanceled, RunFailed, Runtime
 from agent_runtime.abort import AbortSignal
-from agent_runtime.config import RuntimeConfig
+from agent_runtime.config import MemoryConfig, RuntimeConfig
+from agent_runtime.event_stream import EventStream
 from agent_runtime.events import AgentEnd, Canceled, MessageUpdate, ToolExecutionEnd
 from agent_runtime.loop import AgentContext, LoopConfig, stream, stream_continue
 from agent_runtime.messages import AssistantMessage, ToolResultMessage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
-from agent_runtime.tools import tool
+from agent_runtime.tools import Tool, ToolContext, tool
+from supervisors import SupervisedActor, kill
 from tests.agent_runtime.loop.helpers import call, calls_turn
 
 
 @pytest.fixture(scope="module")
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    # Module-scoped, so it starts before the per-test chdir: its durable session memory
+    # needs a directory of its own, or it lands in the directory pytest was started from.
+    memory = tmp_path_factory.mktemp("stream-runtime") / "memory.sqlite3"
+    with Runtime.start(RuntimeConfig(memory=MemoryConfig(path=str(memory)))) as rt:
         yield rt
+
+
+class _Owner(SupervisedActor):
+    pass
+
+
+def test_the_shared_runtime_keeps_its_session_memory_out_of_the_working_tree(
+    runtime: Runtime, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    path = runtime.memory.store.path  # type: ignore[attr-defined]
+    assert isinstance(path, Path) and path.is_absolute()
+    assert tmp_path_factory.getbasetemp() in path.parents
+
+
+def waits_for_abort() -> tuple[Tool, threading.Event, list[str]]:
+    """A tool that runs until its run is aborted (up to 30 s), and what it saw."""
+    started = threading.Event()
+    seen: list[str] = []
+
+    @tool
+    def hang(ctx: ToolContext) -> str:
+        """Hang."""
+        started.set()
+        if ctx.signal.wait(30):
+            seen.append(str(ctx.signal.reason))
+        return "stopped"
+
+    return hang, started, seen
+
+
+def test_canceling_the_stream_aborts_a_run_inside_a_tool_at_once(runtime: Runtime) -> None:
+    hang, started, seen = waits_for_abort()
+    model = ScriptedModel([calls_turn(call("h", "hang")), "never"])
+    out = stream(
+        [UserMessage(content="go")], AgentContext(tools=[hang]), LoopConfig(model), runtime=runtime
+    )
+    wait_until(started.is_set, timeout=5)
+    out.cancel("reader_gone")
+    wait_until(lambda: seen, timeout=5)
+    assert seen == ["stream_closed"]
+    with pytest.raises(RunCanceled, match="reader_gone"):
+        out.result(timeout=5)
+    assert model.call_count == 1  # the aborted run asked the model nothing more
+
+
+def test_the_stream_lifetime_timeout_aborts_a_run_inside_a_tool(runtime: Runtime) -> None:
+    hang, _, seen = waits_for_abort()
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(tools=[hang]),
+        LoopConfig(ScriptedModel([calls_turn(call("h", "hang")), "never"])),
+        runtime=runtime,
+        event_stream=EventStream(timeout=0.2),
+    )
+    wait_until(lambda: seen, timeout=5)
+    with pytest.raises(RunCanceled, match="timeout"):
+        out.result(timeout=5)
+
+
+def test_the_stream_owner_exiting_aborts_a_run_inside_a_tool(runtime: Runtime) -> None:
+    hang, started, seen = waits_for_abort()
+    owner = _Owner.start()
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(tools=[hang]),
+        LoopConfig(ScriptedModel([calls_turn(call("h", "hang")), "never"])),
+        runtime=runtime,
+        owner=owner,
+    )
+    wait_until(started.is_set, timeout=5)
+    kill(owner)
+    wait_until(lambda: seen, timeout=5)
+    with pytest.raises(RunCanceled, match="owner_down"):
+        out.result(timeout=5)
+
+
+def test_canceling_the_stream_aborts_a_hung_provider_call(runtime: Runtime) -> None:
+    signal = AbortSignal()
+    model = ScriptedModel([ScriptedTurn(text="late", delay=30.0)])
+    out = stream(
+        [UserMessage(content="go")], AgentContext(), LoopConfig(model), signal, runtime=runtime
+    )
+    wait_until(lambda: model.call_count == 1, timeout=5)
+    out.cancel()
+    wait_until(lambda: signal.aborted, timeout=5)
+    assert signal.reason == "stream_closed"
+
+
+def test_a_run_that_ends_itself_leaves_its_signal_alone(runtime: Runtime) -> None:
+    signal = AbortSignal()
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(ScriptedModel(["ok"])),
+        signal,
+        runtime=runtime,
+    )
+    out.result(timeout=5)
+    out.cancel("late")
+    assert not signal.aborted
+
+
+def test_each_stream_gets_a_fresh_run_id_shared_by_its_events(runtime: Runtime) -> None:
+    def run_ids() -> tuple[str, set[str]]:
+        out = stream(
+            [UserMessage(content="go")],
+            AgentContext(),
+            LoopConfig(ScriptedModel(["ok"])),
+            runtime=runtime,
+        )
+        return out.run_id, {e.run_id for e in out}
+
+    first, first_events = run_ids()
+    second, second_events = run_ids()
+    assert first and second and first != second
+    assert first_events == {first} and second_events == {second}
+
+
+def test_a_given_run_id_is_kept_by_the_stream_and_its_events(runtime: Runtime) -> None:
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(ScriptedModel(["ok"]), run_id="mine"),
+        runtime=runtime,
+    )
+    assert out.run_id == "mine" and {e.run_id for e in out} == {"mine"}
+    into = EventStream(run_id="theirs")
+    stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(ScriptedModel(["ok"])),
+        runtime=runtime,
+        event_stream=into,
+    )
+    assert {e.run_id for e in into} == {"theirs"}
 
 
 def test_run_happens_on_the_loop_thread_and_sync_tools_in_the_tool_pool(runtime: Runtime) -> None:
@@ -140,7 +281,11 @@ def test_backpressure_a_block_stream_holds_the_run_until_read(runtime: Runtime) 
     out = stream(
         [UserMessage(content="go")],
         AgentContext(),
-        LoopConfig(model=ScriptedModel([ScriptedTurn(chunks=chunks)]), stream_max_queue=4),
+        LoopConfig(
+            model=ScriptedModel([ScriptedTurn(chunks=chunks)]),
+            stream_max_queue=4,
+            stream_overflow="block",
+        ),
         runtime=runtime,
     )
     wait_until(lambda: out.stats().queue_size == 4)

@@ -4,17 +4,24 @@ files shared by several stores, paths, and schema versions."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from agent_runtime.memory import ConcurrentModification, SqliteStore
+from agent_runtime import Runtime
+from agent_runtime.config import RuntimeConfig
+from agent_runtime.memory import ConcurrentModification, MemoryStoreError, SqliteStore
 from agent_runtime.messages import MessageAdapter
+from agent_runtime.testing import wait_until
 from tests.agent_runtime.memory.conftest import batch, texts
 
 # Appends batches of 3 to session "s" and prints "ACK <n>" once append(n) has returned; with
@@ -102,14 +109,14 @@ def test_history_persists_across_close_and_reopen(tmp_path: Path) -> None:
         assert store.load("gone").sequence == 2
 
 
-def test_the_file_is_in_wal_mode_with_full_sync_and_a_busy_timeout(tmp_path: Path) -> None:
+def test_the_file_is_in_wal_mode_with_full_sync_and_a_timeout(tmp_path: Path) -> None:
     path = tmp_path / "memory.sqlite3"
     with SqliteStore(path, timeout=2.5) as store:
         conn = store._conn
         assert conn is not None
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 2500
+        assert store.timeout == 2.5  # waited for by the store itself, not by SQLite
     with SqliteStore(path, synchronous="NORMAL") as store:
         assert store._conn is not None
         assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
@@ -157,15 +164,137 @@ def test_a_file_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "memory.sqlite3"
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA user_version = 99")
-    with pytest.raises(ValueError, match="schema version 99"):
+    with pytest.raises(MemoryStoreError, match="schema version 99") as info:
         SqliteStore(path)
+    assert info.value.path == str(path)
 
 
-def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "memory.sqlite3"
+def _garbage(path: Path) -> None:
     path.write_bytes(b"not a database" * 100)
-    with pytest.raises(sqlite3.DatabaseError):
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+
+
+def _truncated(path: Path) -> None:
+    with SqliteStore(path) as store:
+        for n in range(50):
+            store.append(f"s{n % 5}", batch("x" * 1000))
+    with open(path, "r+b") as file:
+        file.truncate(os.path.getsize(path) // 2)
+
+
+@pytest.mark.parametrize(
+    ("make", "cause"),
+    [
+        (_garbage, "is not an SQLite database"),
+        (_directory, "is a directory"),
+        (_truncated, "is truncated or corrupt"),
+    ],
+)
+def test_a_bad_file_is_refused_naming_its_path_and_the_cause(
+    tmp_path: Path, make: Callable[[Path], None], cause: str
+) -> None:
+    path = tmp_path / "memory.sqlite3"
+    make(path)
+    with pytest.raises(MemoryStoreError) as info:
         SqliteStore(path)
+    assert info.value.path == str(path)
+    assert cause in info.value.cause
+    assert str(path) in str(info.value) and cause in str(info.value)
+    assert isinstance(info.value.__cause__, sqlite3.Error | None)
+
+
+def _open_as(path: Path, uid: int | None) -> str:
+    """Open a store on `path` (as user `uid` in a forked child, if given); describe the
+    outcome as `"<ExceptionType>|<path>|<cause>"` or `"opened"`."""
+
+    def attempt() -> str:
+        try:
+            SqliteStore(path).close()
+        except MemoryStoreError as exc:
+            return f"MemoryStoreError|{exc.path}|{exc.cause}"
+        except BaseException as exc:
+            return f"{type(exc).__name__}|{exc}"
+        return "opened"
+
+    if uid is None:
+        return attempt()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop root, try, report through the pipe, never return
+        try:
+            os.close(read)
+            os.setgid(uid)
+            os.setuid(uid)
+            os.write(write, attempt().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        outcome = answer.read()
+    os.waitpid(pid, 0)
+    return outcome
+
+
+def test_an_unreadable_file_is_refused_naming_its_path_and_the_cause() -> None:
+    # root reads any file: as root, the store is opened by the user `nobody` in a child
+    folder = Path(tempfile.mkdtemp(prefix="unreadable-"))  # in /tmp: `nobody` may pass
+    try:
+        folder.chmod(0o755)
+        path = folder / "memory.sqlite3"
+        SqliteStore(path).close()
+        path.chmod(0)
+        outcome = _open_as(path, 65534 if os.geteuid() == 0 else None)
+        assert outcome.startswith("MemoryStoreError|"), outcome
+        _, where, cause = outcome.split("|")
+        assert where == str(path) and "permission denied" in cause
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_a_locked_file_is_reported_at_once_not_after_the_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    SqliteStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("COMMIT")  # exclusive locking mode keeps the file locked from now on
+    outcome: list[BaseException | None] = []
+
+    def open_it() -> None:
+        try:
+            SqliteStore(path, timeout=600).close()
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    try:
+        threading.Thread(target=open_it, daemon=True).start()
+        # the busy timeout is 600 s: reporting the lock within a minute means it was not waited
+        wait_until(lambda: outcome, timeout=60)
+    finally:
+        holder.close()
+    error = outcome[0]
+    assert isinstance(error, MemoryStoreError), error
+    assert error.path == str(path) and "locked" in error.cause
+
+
+def test_an_up_to_date_file_opens_while_another_process_writes(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    SqliteStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # a writer of another process holds the write lock
+    try:
+        with SqliteStore(path, timeout=0) as store:
+            assert store.load("s").sequence == 0
+            with pytest.raises(MemoryStoreError, match="appending to session 's' failed") as info:
+                store.append("s", batch("a"))
+            assert info.value.path == str(path) and "locked" in info.value.cause
+    finally:
+        holder.close()
 
 
 @pytest.mark.parametrize(
@@ -186,3 +315,59 @@ def test_closing_leaves_no_wal_behind(tmp_path: Path) -> None:
     store.close()
     assert not Path(f"{path}-wal").exists()
     assert os.path.getsize(path) > 0
+
+
+def test_a_call_waiting_for_a_locked_file_holds_up_no_other_call(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    store = SqliteStore(path, timeout=600)
+    store.append("b", batch("b"))
+    assert store._conn is not None
+    began = threading.Event()
+    store._conn.set_trace_callback(lambda sql: began.set() if sql == "BEGIN IMMEDIATE" else None)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writes, for long
+    appended: list[BaseException | int] = []
+    read: list[list[str]] = []
+
+    def append() -> None:
+        try:
+            appended.append(store.append("a", batch("a")))
+        except BaseException as exc:
+            appended.append(exc)
+
+    try:
+        threading.Thread(target=append, daemon=True).start()
+        wait_until(began.is_set, timeout=30)  # the append is waiting for the file's lock
+        threading.Thread(target=lambda: read.append(texts(store.load("b").messages))).start()
+        wait_until(lambda: read, timeout=30)
+        assert read == [texts(batch("b"))] and not appended
+    finally:
+        holder.close()
+    wait_until(lambda: appended, timeout=30)  # the lock is free: the append goes through
+    assert appended == [1]
+    store.close()
+
+
+def test_a_call_gives_up_on_a_locked_file_at_its_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    SqliteStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with SqliteStore(path, timeout=0.05) as store:
+            with pytest.raises(MemoryStoreError, match="appending to session 's' failed") as info:
+                store.append("s", batch("a"))
+            assert "locked" in info.value.cause
+            assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    finally:
+        holder.close()
+    with SqliteStore(path) as store:
+        assert store.load("s").sequence == 0  # nothing of the failed batch was stored
+
+
+def test_a_runtime_on_a_bad_memory_file_fails_to_start_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    _garbage(path)
+    with pytest.raises(MemoryStoreError, match="is not an SQLite database") as info:
+        Runtime.start(RuntimeConfig.model_validate({"memory": {"path": str(path)}}))
+    assert info.value.path == str(path)
