@@ -262,7 +262,10 @@ class Agent:
             TypeError: `input` is not a str, a Message or a list of Messages.
         """
         prompts = as_messages(input)
-        sub = self.subscribe()
+        sub = self._new_subscription(MAX_QUEUE, OVERFLOW, BLOCK_TIMEOUT)
+        # Not waited for: the actor takes the subscription before the run it starts next (one
+        # mailbox, in order), so the caller's loop waits for one answer only.
+        self._calls.send("subscribe", (sub,))
         try:
             run_id = self._start(prompts).run_id
         except BaseException:

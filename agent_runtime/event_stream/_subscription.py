@@ -15,6 +15,10 @@ from agent_runtime.events import Error, Event, is_terminal
 
 OVERFLOW_REASON = "subscriber_overflow"
 UNSUBSCRIBED = "unsubscribed"
+# Events an async reader takes per turn of its loop: enough to amortise the stream's lock,
+# few enough that a host serialising each one (an SSE server) still gives every other task
+# of its loop a turn every few milliseconds.
+ASYNC_BATCH = 32
 
 
 class Subscription:
@@ -146,7 +150,7 @@ class Subscription:
             return None
         if not self._buffer:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            batch = await self.stream.apull_many(256, timeout=left)
+            batch = await self.stream.apull_many(ASYNC_BATCH, timeout=left)
             if not batch:
                 return None
             self._buffer.extend(batch)
