@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -99,6 +100,9 @@ class Runtime:
         self.memory = SessionMemory.from_config(config.memory)
         self.memory_writer = SessionWriter(self.memory, name=f"{name}.session-writer")
         self.subagents = Subagents(self, lambda: self.subagents_supervisor)
+        # One thread for astart_agent: starts are serialised by the subagents' supervisor
+        # anyway, and more threads would only contend with the host's loop for the GIL.
+        self._starter = ThreadPoolExecutor(1, thread_name_prefix=f"{name}.starter")
 
     @classmethod
     def start(
@@ -246,6 +250,15 @@ class Runtime:
         """
         return self.subagents.start(key, **agent_options)
 
+    async def astart_agent(
+        self, key: AgentKey | tuple[str, str, int], **agent_options: Any
+    ) -> Agent:
+        """`start_agent` for asyncio hosts: the start runs on a worker thread, so a burst of
+        starts (a request each) never holds the host's loop. Errors are `start_agent`'s."""
+        loop = asyncio.get_running_loop()
+        start = functools.partial(self.start_agent, key, **agent_options)
+        return await loop.run_in_executor(self._starter, start)
+
     def spawn_subagent(self, parent: Agent, role: str, options: dict[str, Any]) -> Agent:
         """Start a subagent of `parent` (`ToolContext.spawn`): the next free index of `role` in
         the parent's session, stopped with the parent."""
@@ -306,6 +319,7 @@ class Runtime:
         if not self.memory_writer.close(timeout=max(deadline - time.monotonic(), 1.0)):
             log.warning("runtime.stop.memory_writer_busy", runtime=self.name)
         self.memory.close()
+        self._starter.shutdown(wait=False, cancel_futures=True)
         log.info(
             "runtime.stopped",
             runtime=self.name,
