@@ -17,9 +17,9 @@ run: $(STAMP)
 	$(BIN)/agent-runtime demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check supervisors agent_runtime tests bench
-	$(BIN)/ruff format --check supervisors agent_runtime tests bench
-	$(BIN)/mypy --strict supervisors agent_runtime
+	$(BIN)/ruff check supervisors agent_runtime tests bench examples
+	$(BIN)/ruff format --check supervisors agent_runtime tests bench examples
+	$(BIN)/mypy --strict supervisors agent_runtime examples
 
 pytest: $(STAMP)
 	$(BIN)/pytest
