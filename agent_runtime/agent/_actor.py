@@ -22,6 +22,7 @@ from agent_runtime.agent._history import repaired
 from agent_runtime.agent._launch import launch_run
 from agent_runtime.agent._messages import Call, Fact, answer
 from agent_runtime.agent._run import Queued, RunInbox, RunView, take_all
+from agent_runtime.agent._session_sync import SessionMirror
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import Subscription
@@ -35,6 +36,7 @@ from supervisors import SupervisedActor
 
 # How long a restarted agent waits for its session's pending appends before reading it.
 RESTART_FLUSH = 10.0
+MERGE_FLUSH = 2.0  # seconds a run start waits for its own writes after a compaction
 
 # Test hook: called with (agent key, what, thread id) after every message that may change an
 # agent's state, on the thread that changed it; an exception it raises crashes that actor.
@@ -64,7 +66,9 @@ class AgentActor(SupervisedActor):
       run it had is ended with `Error("agent_crashed: ...")`. A run that fails to start is
       undone first, so nothing waits for its end (a subscription closes with the agent).
     - On start the history is the session's (within the memory policy's window; empty when the
-      policy does not read), with calls left unpaired answered `outcome="unknown"`.
+      policy does not read), with calls left unpaired answered `outcome="unknown"`. At each
+      run's start, what the session's other agents committed since is merged in, in commit
+      order (`SessionMirror`); the agent's own messages are never doubled.
     """
 
     def __init__(self, shell: AgentShell) -> None:
@@ -85,6 +89,7 @@ class AgentActor(SupervisedActor):
         self.error: str | None = None
         self.run: ActiveRun | None = None
         self.ended_ok_at = -math.inf  # when the last run ended with AgentEnd
+        self.mirror: SessionMirror | None = None  # with a policy that reads the session
         self.log = shell.log
 
     # -- lifecycle (the actor's thread) -----------------------------------------------------------
@@ -114,7 +119,36 @@ class AgentActor(SupervisedActor):
             # read what the previous incarnation's runs committed, as far as it got
             self.log.warning("agent.restart.memory_pending", timeout=RESTART_FLUSH)
         history = self.host.memory.history(self.key.session)
-        return repaired(window(history.messages, policy.last_n), "agent_restarted")
+        self.mirror = SessionMirror(history.sequence)
+        messages = window(history.messages, policy.last_n, policy.max_bytes)
+        return repaired(messages, "agent_restarted")
+
+    def _merge_session(self) -> None:
+        """Bring the history up to the session's: what other agents committed since this
+        agent last looked is merged in, in commit order (a compaction replaces it all)."""
+        mirror = self.mirror
+        if mirror is None:
+            return
+        try:
+            changes = self.host.memory.changes(self.key.session, mirror.sequence)
+        except Exception as exc:  # the store failed: run on the agent's own history
+            self.log.warning("agent.memory.read_failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        stored = False
+        if changes.replaced and mirror.own_pending:
+            # A compaction: which of this agent's messages did it take in? Let the writes
+            # land first (rare: compactions are), then read again.
+            session = self.key.session
+            stored = self.host.memory_writer.flush(MERGE_FLUSH, session=session)
+            if stored:
+                changes = self.host.memory.changes(session, mirror.sequence)
+        merged = mirror.merge(
+            self.messages, changes, self.shell.options.memory, own_all_stored=stored
+        )
+        if merged is not None:
+            self.messages = repaired(merged, "merged")
+            self.transcript = TranscriptState()
+            self.transcript.feed(self.messages)
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Fact):
@@ -159,6 +193,7 @@ class AgentActor(SupervisedActor):
             raise AgentStopped(self.key)
         if self.run is not None:
             raise AgentBusy(self.key, self.run.view.run_id)
+        self._merge_session()
         if prompts is None:
             if not self.messages:
                 raise CannotContinue("Cannot continue: no messages in history")
@@ -224,6 +259,8 @@ class AgentActor(SupervisedActor):
         if self._current(run_id) is not None:
             self.messages.append(message)
             self.transcript.feed((message,))
+            if self.mirror is not None:
+                self.mirror.committed((message,))
 
     def _fact_tool_started(self, run_id: str, call_id: str) -> None:
         run = self._current(run_id)
@@ -253,6 +290,8 @@ class AgentActor(SupervisedActor):
         view = run.view
         self.messages.extend(dangling)
         self.transcript.feed(dangling)
+        if self.mirror is not None:
+            self.mirror.committed(dangling)
         if isinstance(terminal, Error):
             self.error = terminal.reason
         self.steering.extend(take_all(view.inbox.steering))
@@ -315,6 +354,10 @@ class AgentActor(SupervisedActor):
             return False
         self.messages = []
         self.transcript = TranscriptState()
+        if self.mirror is not None:  # what the session held until now stays out
+            self.host.memory_writer.flush(RESTART_FLUSH, session=self.key.session)
+            mirror = self.mirror
+            mirror.forget(self.host.memory.changes(self.key.session, mirror.sequence).sequence)
         self.steering.clear()
         self.follow_ups.clear()
         self.error = None

@@ -31,7 +31,7 @@ from agent_runtime.memory._models import (
     MemoryEventAdapter,
     SessionHistory,
 )
-from agent_runtime.memory._policy import MemoryPolicy, window
+from agent_runtime.memory._policy import MemoryPolicy, message_bytes, window
 from agent_runtime.memory._sqlite import SqliteStore
 from agent_runtime.memory._store import MemoryStore
 from agent_runtime.memory._subscription import MemorySubscription
@@ -52,5 +52,6 @@ __all__ = [
     "SessionMemory",
     "SessionWriter",
     "SqliteStore",
+    "message_bytes",
     "window",
 ]

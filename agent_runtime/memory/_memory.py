@@ -6,8 +6,9 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable
+from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -94,6 +95,15 @@ class SessionMemory:
             TypeError, ValueError: `session` is not a non-empty str, or the store is closed.
         """
         return self.store.load(session)
+
+    def changes(self, session: str, since: int) -> Any:
+        """What changed in the session's history after change `since` (see SessionChanges)."""
+        changes = getattr(self.store, "changes", None)
+        if changes is not None:
+            return changes(session, since)
+        history = self.store.load(session)  # a store without changes(): the whole history
+        unchanged = history.sequence == since
+        return _Changes([] if unchanged else history.messages, history.sequence, not unchanged)
 
     def append(self, session: str, messages: Iterable[Message]) -> int:
         """Append `messages` to the session's history as one atomic batch; return the new
@@ -260,3 +270,10 @@ class _SessionLock:
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
+
+
+@dataclass(frozen=True)
+class _Changes:
+    messages: list[Message]
+    sequence: int
+    replaced: bool

@@ -1,4 +1,5 @@
-"""How an agent uses session memory: the read/write policy and the last-n window of a history."""
+"""How an agent uses session memory: the read/write policy and the window of a history it reads
+(the newest `last_n` messages, at most `max_bytes`)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ from agent_runtime.messages import AssistantMessage, Message, ToolResultMessage
 
 class MemoryPolicy(BaseModel):
     """Whether an agent reads its session's history into its context, writes its new messages to
-    it, and how many of the newest stored messages it reads (`last_n`, None for all).
+    it, and how much of the newest stored history it reads: at most `last_n` messages and at
+    most `max_bytes` bytes of their JSON (None: no bound; both bounds hold together).
 
-    Frozen and JSON round-trippable. `last_n` is applied by the reader with `window`, never by
-    the store: the stored history stays whole.
+    Frozen and JSON round-trippable. The window is applied by the reader with `window`, never
+    by the store: the stored history stays whole.
 
     Raises:
-        pydantic.ValidationError: (a `ValueError`) `last_n` is not None or an int >= 1.
+        pydantic.ValidationError: (a `ValueError`) `last_n` or `max_bytes` is not None or an
+            int >= 1.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -26,6 +29,7 @@ class MemoryPolicy(BaseModel):
     read: bool = True
     write: bool = True
     last_n: int | None = Field(None, ge=1)
+    max_bytes: int | None = Field(None, ge=1)
 
     @classmethod
     def none(cls) -> MemoryPolicy:
@@ -43,38 +47,66 @@ class MemoryPolicy(BaseModel):
         return cls(read=False, write=True)
 
     @classmethod
-    def limited_window(cls, n: int) -> MemoryPolicy:
-        """Read and write, reading only a window of the newest `n` stored messages.
+    def limited_window(cls, n: int | None = None, *, max_bytes: int | None = None) -> MemoryPolicy:
+        """Read and write, reading only a window of the newest stored history: at most `n`
+        messages and at most `max_bytes` bytes (their JSON, UTF-8), either or both.
 
         Raises:
-            ValueError: `n` is not an int >= 1.
+            ValueError: `n` or `max_bytes` is not None or an int >= 1, or both are None.
         """
-        _check_last_n(n)
-        return cls(read=True, write=True, last_n=n)
+        if n is None and max_bytes is None:
+            raise ValueError(
+                "limited_window needs n (last_n), max_bytes or both (no bound: MemoryPolicy())"
+            )
+        if n is not None:
+            _check_last_n(n)
+        if max_bytes is not None:
+            _check_max_bytes(max_bytes)
+        return cls(read=True, write=True, last_n=n, max_bytes=max_bytes)
 
 
-def window(messages: Sequence[Message], last_n: int | None) -> list[Message]:
-    """The newest `last_n` messages (all when None), without results whose call was cut off.
+def window(
+    messages: Sequence[Message], last_n: int | None, max_bytes: int | None = None
+) -> list[Message]:
+    """The newest history within `last_n` messages and `max_bytes` bytes (each None: no bound),
+    without results whose call was cut off.
 
-    The window is the last `last_n` messages minus every tool result that does not answer a
+    `last_n` takes the last `last_n` messages minus every tool result that does not answer a
     call of the latest assistant message before it inside the window: a window never starts in
     the middle of a tool-call unit, so no result reaches the model without its call.
+    `max_bytes` then drops the oldest units (a user message; an assistant message with the
+    results of its calls) until the JSON of what is left (UTF-8, `model_dump_json` of each
+    message) fits; a unit is never split, so one newest unit larger than `max_bytes` leaves an
+    empty window.
 
     Guarantees: the result is a subsequence of `messages[-last_n:]` in the original order, so it
-    holds at most `last_n` messages; every tool call in it keeps the results that follow it; a
-    transcript that passes `agent_runtime.loop.validate_transcript` still does.
-    (`agent_runtime.context.truncate` is not used: it keeps whole units, pinning the newest
-    even past the limit, while `last_n` is a hard bound on what is read.)
+    holds at most `last_n` messages and at most `max_bytes` bytes; what it leaves out of the
+    newest `max_bytes` is only results whose call was cut off; every tool call in it keeps
+    the results that follow it; a transcript that passes
+    `agent_runtime.loop.validate_transcript` still does.
+    (`agent_runtime.context.truncate` is not used: it is the model-context policy, while the
+    window is a hard bound on what is read.)
 
     Raises:
-        ValueError: `last_n` is not None or an int >= 1.
+        ValueError: `last_n` or `max_bytes` is not None or an int >= 1.
     """
-    if last_n is None:
-        return list(messages)
-    _check_last_n(last_n)
+    if last_n is not None:
+        _check_last_n(last_n)
+    kept = _answered_only(messages if last_n is None else messages[-last_n:])
+    if max_bytes is None:
+        return kept
+    _check_max_bytes(max_bytes)
+    # Results can follow their call after a message in between (steering): cutting at a unit
+    # boundary may orphan one, which then goes too (the window only gets smaller).
+    return _answered_only(_newest_units_within(kept, max_bytes))
+
+
+def _answered_only(messages: Sequence[Message]) -> list[Message]:
+    """`messages` minus every tool result that does not answer a call of the latest assistant
+    message before it."""
     kept: list[Message] = []
-    open_calls: set[str] = set()  # the calls of the latest assistant message in the window
-    for message in messages[-last_n:]:
+    open_calls: set[str] = set()  # the calls of the latest assistant message so far
+    for message in messages:
         if isinstance(message, AssistantMessage):
             open_calls = {call.id for call in message.tool_calls}
         elif isinstance(message, ToolResultMessage) and message.tool_call_id not in open_calls:
@@ -83,6 +115,33 @@ def window(messages: Sequence[Message], last_n: int | None) -> list[Message]:
     return kept
 
 
+def message_bytes(message: Message) -> int:
+    """The size a message counts for in a window: its JSON, UTF-8 encoded."""
+    return len(message.model_dump_json().encode())
+
+
+def _newest_units_within(messages: list[Message], max_bytes: int) -> list[Message]:
+    start = len(messages)  # messages[start:] is the window so far: whole units only
+    total = 0
+    unit = 0  # bytes of the results met since the last unit boundary, walking backwards
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        unit += message_bytes(message)
+        if isinstance(message, ToolResultMessage):
+            continue  # part of the unit its call opens, further back
+        if total + unit > max_bytes:
+            break
+        total += unit
+        unit = 0
+        start = index
+    return messages[start:]
+
+
 def _check_last_n(n: Any) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"invalid last_n {n!r} (expected an int >= 1)")
+
+
+def _check_max_bytes(n: Any) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"invalid max_bytes {n!r} (expected an int >= 1)")

@@ -637,7 +637,7 @@ def test_hundred_agents_each_running_three_turns_at_once(runtime: Runtime) -> No
             f"done {i}",
         ]
         agents.append(
-            runtime.start_agent(("load", "worker", i), model=ScriptedModel(turns), tools=[add])
+            runtime.start_agent((f"load-{i}", "worker", 0), model=ScriptedModel(turns), tools=[add])
         )
     for agent in agents:
         agent.prompt("go")

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from agent_runtime.loop import validate_transcript
 from agent_runtime.memory import MemoryPolicy, window
+from agent_runtime.memory._policy import message_bytes
 from agent_runtime.messages import Message, ToolResultMessage
 from tests.agent_runtime.transcript_strategies import (
     assistant,
@@ -102,3 +103,47 @@ def test_a_window_of_a_valid_transcript_is_a_valid_suffix(
     assert all(any(m is s for s in it) for m in kept), "a subsequence of the suffix, in order"
     dropped = [m for m in suffix if not any(m is k for k in kept)]
     assert all(isinstance(m, ToolResultMessage) for m in dropped), "only orphaned results go"
+
+
+@given(
+    messages=valid_transcripts(),
+    last_n=st.one_of(st.none(), st.integers(min_value=1, max_value=30)),
+    max_bytes=st.integers(min_value=1, max_value=4000),
+)
+def test_a_byte_window_is_whole_units_within_both_bounds(
+    messages: list[Message], last_n: int | None, max_bytes: int
+) -> None:
+    kept = window(messages, last_n, max_bytes)
+    assert sum(message_bytes(m) for m in kept) <= max_bytes
+    assert last_n is None or len(kept) <= last_n
+    assert validate_transcript(kept) == []
+    counted = window(messages, last_n)
+    # a subsequence of the count window's newest part, missing only orphaned results
+    first = next((i for i, m in enumerate(counted) if kept and m is kept[0]), len(counted))
+    newest = counted[first:]
+    it = iter(newest)
+    assert all(any(m is n for n in it) for m in kept), "in order"
+    missing = [m for m in newest if not any(m is k for k in kept)]
+    assert all(isinstance(m, ToolResultMessage) for m in missing)
+    # and no older unit would have fitted as well
+    if first > 0:
+        start = first - 1
+        while start > 0 and isinstance(counted[start], ToolResultMessage):
+            start -= 1
+        assert sum(message_bytes(m) for m in counted[start:]) > max_bytes
+
+
+def test_limited_window_takes_a_count_a_size_or_both() -> None:
+    assert MemoryPolicy.limited_window(5).last_n == 5
+    by_size = MemoryPolicy.limited_window(max_bytes=156 * 1024)
+    assert (by_size.last_n, by_size.max_bytes, by_size.read, by_size.write) == (
+        None,
+        156 * 1024,
+        True,
+        True,
+    )
+    assert MemoryPolicy.model_validate_json(by_size.model_dump_json()) == by_size
+    with pytest.raises(ValueError, match="max_bytes"):
+        MemoryPolicy.limited_window(max_bytes=0)
+    with pytest.raises(ValueError, match="max_bytes"):
+        window([], None, -5)

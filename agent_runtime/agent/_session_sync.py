@@ -1,0 +1,83 @@
+"""What an agent's history holds of its session's stored history, and merging in what the
+session's other agents committed since (at each run's start, on the actor's thread)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Protocol
+
+from agent_runtime.memory import MemoryPolicy, window
+from agent_runtime.messages import Message
+
+
+class Changes(Protocol):
+    """What `SessionMemory.changes(session, since)` returns."""
+
+    @property
+    def messages(self) -> list[Message]: ...
+
+    @property
+    def sequence(self) -> int: ...
+
+    @property
+    def replaced(self) -> bool: ...
+
+
+class SessionMirror:
+    """The agent's view of its session: the stored sequence its history reflects, and its own
+    committed messages not yet seen in the store (its writes go through the session writer,
+    so they land later, in the agent's own order).
+
+    Guarantee of `merge`: the history it returns is the session's stored history in commit
+    order (within the policy's window), followed by the agent's own messages not stored yet;
+    when nothing but the agent's own messages was committed since, the history stays as it is
+    and nothing is rebuilt, so a run's start costs one read of what changed, whatever the
+    history's length.
+    """
+
+    def __init__(self, sequence: int) -> None:
+        self.sequence = sequence
+        self.own_pending: deque[Message] = deque()
+
+    def committed(self, messages: Sequence[Message]) -> None:
+        """The agent appended `messages` to its history and handed them to the writer."""
+        self.own_pending.extend(messages)
+
+    def forget(self, sequence: int) -> None:
+        """The agent's history was cleared (reset): start over from `sequence`."""
+        self.sequence = sequence
+        self.own_pending.clear()
+
+    def merge(
+        self,
+        history: list[Message],
+        changes: Changes,
+        policy: MemoryPolicy,
+        *,
+        own_all_stored: bool = False,
+    ) -> list[Message] | None:
+        """The history to run with after `changes`, or None when `history` stays as it is.
+
+        After a compaction (`changes.replaced`), the agent's own messages not in the new
+        history are kept after it only if they may not be stored yet: with `own_all_stored`
+        (the caller saw its writes land) they were compacted away like the rest."""
+        own = list(self.own_pending)
+        matched = 0
+        foreign = False
+        for message in changes.messages:
+            if matched < len(own) and message == own[matched]:
+                matched += 1
+            else:
+                foreign = True
+        self.sequence = changes.sequence
+        unstored = [] if changes.replaced and own_all_stored else own[matched:]
+        self.own_pending = deque(unstored)
+        if not foreign and not changes.replaced:
+            return None
+        if changes.replaced:
+            base = changes.messages
+        else:
+            stable = history[: len(history) - len(own)] if own else history
+            base = [*stable, *changes.messages]
+        return window([*base, *unstored], policy.last_n, policy.max_bytes)

@@ -1,0 +1,176 @@
+"""Session memory shared while agents run: each run starts from the session's current history
+(what the session's other agents committed since is merged in, in commit order), an agent's
+own messages are never doubled, a compaction is picked up, and reset keeps the past out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agent_runtime import Runtime
+from agent_runtime.config import RuntimeConfig
+from agent_runtime.loop import validate_transcript
+from agent_runtime.memory import MemoryPolicy
+from agent_runtime.messages import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ToolCall,
+    UserMessage,
+)
+from agent_runtime.testing import ScriptedModel, ScriptedTurn
+from agent_runtime.tools import tool
+
+
+@pytest.fixture
+def runtime() -> Iterator[Runtime]:
+    rt = Runtime.start(RuntimeConfig())  # durable SQLite memory, in the test's own directory
+    yield rt
+    rt.stop()
+
+
+def texts(messages: list[Message]) -> list[str]:
+    out = []
+    for m in messages:
+        if isinstance(m, UserMessage):
+            out.append(f"user:{m.text}")
+        elif isinstance(m, AssistantMessage):
+            out.append(f"assistant:{m.text}")
+        else:
+            out.append(f"result:{m.text}")
+    return out
+
+
+def sent(model: ScriptedModel) -> list[str]:
+    """What the model was sent in its last call."""
+    return texts(model.requests[-1].messages)
+
+
+def test_a_run_starts_from_what_the_session_s_other_agents_committed(runtime: Runtime) -> None:
+    model_a = ScriptedModel(["a1", "a2"])
+    model_b = ScriptedModel(["b1"])
+    a = runtime.start_agent(("s", "a", 0), model=model_a)
+    b = runtime.start_agent(("s", "b", 0), model=model_b)
+    a.run("qa1", timeout=10)
+    runtime.memory_writer.flush(10, session="s")
+    b.run("qb1", timeout=10)
+    assert sent(model_b) == ["user:qa1", "assistant:a1", "user:qb1"]
+    runtime.memory_writer.flush(10, session="s")
+    a.run("qa2", timeout=10)
+    assert sent(model_a) == [
+        "user:qa1",
+        "assistant:a1",
+        "user:qb1",
+        "assistant:b1",
+        "user:qa2",
+    ]
+    assert texts(a.state().messages) == [*sent(model_a), "assistant:a2"]  # nothing doubled
+
+
+def test_merged_turns_keep_each_tool_call_with_its_results(runtime: Runtime) -> None:
+    @tool
+    def look(key: str) -> str:
+        """Look up."""
+        return key.upper()
+
+    model_a = ScriptedModel(
+        [ScriptedTurn(tool_calls=[ToolCall(id="c1", name="look", arguments={"key": "x"})]), "a1"]
+    )
+    model_b = ScriptedModel(["b1"])
+    a = runtime.start_agent(("s", "a", 0), model=model_a, tools=[look])
+    b = runtime.start_agent(("s", "b", 0), model=model_b)
+    a.run("qa", timeout=10)
+    runtime.memory_writer.flush(10, session="s")
+    b.run("qb", timeout=10)
+    request = model_b.requests[-1].messages
+    assert validate_transcript(request) == []
+    assert texts(request) == ["user:qa", "assistant:", "result:X", "assistant:a1", "user:qb"]
+
+
+def test_an_agent_s_own_unflushed_messages_are_not_doubled_by_a_later_merge(
+    runtime: Runtime,
+) -> None:
+    model_a = ScriptedModel(["a1", "a2", "a3"])
+    a = runtime.start_agent(("s", "a", 0), model=model_a)
+    for i in range(3):
+        a.run(f"q{i}", timeout=10)  # its own appends may still be in flight at the next start
+    runtime.memory_writer.flush(10, session="s")
+    b = runtime.start_agent(("s", "b", 0), model=ScriptedModel(["b1"]))
+    b.run("qb", timeout=10)
+    runtime.memory_writer.flush(10, session="s")
+    model_a.add("a4")
+    a.run("q3", timeout=10)
+    assert sent(model_a) == [
+        "user:q0",
+        "assistant:a1",
+        "user:q1",
+        "assistant:a2",
+        "user:q2",
+        "assistant:a3",
+        "user:qb",
+        "assistant:b1",
+        "user:q3",
+    ]
+
+
+def test_after_a_compaction_the_next_run_starts_from_the_compacted_history(
+    runtime: Runtime,
+) -> None:
+    model = ScriptedModel(["a1", "a2"])
+    a = runtime.start_agent(("s", "a", 0), model=model)
+    a.run("old question", timeout=10)
+    runtime.memory_writer.flush(10, session="s")
+    history = runtime.memory.history("s")
+    summary = [
+        UserMessage(content="summary please"),
+        AssistantMessage(content=[TextContent(text="we talked")], stop_reason="stop"),
+    ]
+    runtime.memory.compact("s", summary, history.sequence)
+    a.run("new question", timeout=10)
+    assert sent(model) == ["user:summary please", "assistant:we talked", "user:new question"]
+
+
+def test_reset_keeps_what_the_session_held_out_of_the_next_run(runtime: Runtime) -> None:
+    model = ScriptedModel(["a1", "a2"])
+    a = runtime.start_agent(("s", "a", 0), model=model)
+    a.run("before", timeout=10)
+    a.reset()
+    a.run("after", timeout=10)
+    assert sent(model) == ["user:after"]
+
+
+def test_a_byte_window_bounds_what_an_agent_reads_of_its_session(runtime: Runtime) -> None:
+    writer = runtime.start_agent(("s", "w", 0), model=ScriptedModel([f"w{i}" for i in range(20)]))
+    for i in range(20):
+        writer.run(f"q{i}", timeout=10)
+    runtime.memory_writer.flush(10, session="s")
+    one_turn = sum(
+        len(m.model_dump_json().encode()) for m in runtime.memory.history("s").messages[-2:]
+    )
+    model = ScriptedModel(["r"])
+    reader = runtime.start_agent(
+        ("s", "r", 0),
+        model=model,
+        memory=MemoryPolicy.limited_window(max_bytes=one_turn * 3 + 10),
+    )
+    reader.run("mine", timeout=10)
+    assert sent(model) == [
+        "user:q17",
+        "assistant:w17",
+        "user:q18",
+        "assistant:w18",
+        "user:q19",
+        "assistant:w19",
+        "user:mine",
+    ]
+
+
+def test_an_agent_that_does_not_read_the_session_never_merges(runtime: Runtime) -> None:
+    a = runtime.start_agent(("s", "a", 0), model=ScriptedModel(["a1"]))
+    model = ScriptedModel(["b1"])
+    b = runtime.start_agent(("s", "b", 0), model=model, memory=MemoryPolicy.write_only())
+    a.run("qa", timeout=10)
+    runtime.memory_writer.flush(10, session="s")
+    b.run("qb", timeout=10)
+    assert sent(model) == ["user:qb"]
