@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint pytest bench peers-venv clean
+.PHONY: run test test-host lint pytest bench peers-venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ pytest: $(STAMP)
 	$(BIN)/pytest
 
 test: lint pytest
+
+# Timing under load on a real server (uvicorn on 127.0.0.1): meaningful on a quiet machine
+# only, so not part of `make test`; .ci/run runs it.
+test-host: $(STAMP)
+	$(BIN)/pytest -m host_load
 
 # The peers bench/_peers.py compares us with live in a venv of their own, built for bench only.
 PEERS_VENV := bench/.venv-peers

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "starlette_sse.py"
 TERMINALS = {"agent_end", "error", "canceled"}
 CLIENTS = 100
-FLOOR = 0.1  # seconds: see the lag assertion
+FLOOR = 0.05  # seconds: see the lag assertion
 SUFFIX = str(time.time())
 
 
@@ -135,8 +135,15 @@ class HealthPoller:
         return float(out)
 
 
-async def load(server: Server, path: str, chunks: int) -> tuple[list[Stream], float, float]:
-    """CLIENTS concurrent streams of `path`; the worst /healthz latency and server loop lag."""
+@dataclass
+class Lag:
+    worst: float
+    p95: float
+
+
+async def load(server: Server, path: str, chunks: int) -> tuple[list[Stream], float, Lag]:
+    """CLIENTS concurrent streams of `path`; the worst /healthz latency and the server loop's
+    lag (worst and 95th percentile of how late a 10 ms sleep woke up)."""
     limits = httpx.Limits(max_connections=CLIENTS + 10)
     poller = HealthPoller(server.url)
     try:
@@ -150,12 +157,13 @@ async def load(server: Server, path: str, chunks: int) -> tuple[list[Stream], fl
             ]
             await poller.poll_while(tasks)
             await asyncio.gather(*tasks)
-            lag = (await client.get(f"{server.url}/lag")).json()["worst_lag"]
+            report = (await client.get(f"{server.url}/lag")).json()
     finally:
         worst_health = poller.stop()
-    return streams, worst_health, float(lag)
+    return streams, worst_health, Lag(float(report["worst_lag"]), float(report["p95_lag"]))
 
 
+@pytest.mark.host_load
 def test_100_streams_keep_the_host_loop_within_twice_the_control(server: Server) -> None:
     control, control_health, control_lag = asyncio.run(load(server, "/control", 400))
     assert all(s.terminals == ["agent_end"] for s in control)
@@ -168,15 +176,17 @@ def test_100_streams_keep_the_host_loop_within_twice_the_control(server: Server)
         # 400 words, and the tool call of the first turn as one delta
         assert sum(name == "message_update" for name, _ in stream.events) == 401
     print(
-        f"loop lag: control {control_lag * 1e3:.0f} ms, library {lag * 1e3:.0f} ms; "
-        f"/healthz: control {control_health * 1e3:.0f} ms, library {health * 1e3:.0f} ms"
+        f"loop lag p95/worst: control {control_lag.p95 * 1e3:.0f}/{control_lag.worst * 1e3:.0f}"
+        f" ms, library {lag.p95 * 1e3:.0f}/{lag.worst * 1e3:.0f} ms; /healthz worst: control"
+        f" {control_health * 1e3:.0f} ms, library {health * 1e3:.0f} ms"
     )
-    # Within 2x of the control; a control under 100 ms counts as 100 ms: below that, on two
-    # cores, the lag is the GIL's scheduling of the runtime's threads (the 100 agents'
-    # start is part of the measured burst), not work the host's loop is made to wait for.
-    assert lag <= 2 * max(control_lag, FLOOR), (lag, control_lag)
-    # /healthz answers through the same loop; its latency also carries the poller's own
-    # scheduling, so it gets a sanity bound only (it was 11.9 s before the async readers).
+    # The lag's distribution stays within 2x of the control's (a control under FLOOR counts
+    # as FLOOR: below that, on two cores, it is the GIL's scheduling of the runtime's threads
+    # during the 100 agents' start, not work the loop is made to wait for). Single spikes and
+    # /healthz, which also carry the machine's other load, get sanity bounds (both were ~12 s
+    # before the async readers took batches and yielded between them).
+    assert lag.p95 <= 2 * max(control_lag.p95, FLOOR), (lag, control_lag)
+    assert lag.worst < 1.0, lag
     assert health < 1.0, (health, control_health)
 
 
