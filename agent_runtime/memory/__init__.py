@@ -19,6 +19,7 @@ grows, which makes `compact(..., expected_sequence)` an optimistic-concurrency c
 (tests); both implement the `MemoryStore` protocol with the same semantics. A store that cannot
 open its file, or fails a change or a read, raises `MemoryStoreError` naming the file and the
 cause; a failed append is counted by the metric `agent_runtime.memory.append_failures`.
+`MemoryAdded` / `MemoryCompacted` carry the history's size in bytes after the change.
 """
 
 from agent_runtime._errors import ConcurrentModification, MemoryStoreError

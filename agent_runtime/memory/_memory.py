@@ -14,6 +14,7 @@ import structlog
 from agent_runtime._errors import ConcurrentModification
 from agent_runtime.memory._in_memory import InMemoryStore
 from agent_runtime.memory._models import MemoryAdded, MemoryCompacted, MemoryEvent, SessionHistory
+from agent_runtime.memory._size import message_bytes
 from agent_runtime.memory._sqlite import SqliteStore
 from agent_runtime.memory._store import MemoryStore, check_messages, check_session
 from agent_runtime.memory._subscription import MemorySubscription
@@ -53,6 +54,11 @@ class SessionMemory:
       Queueing never waits and never runs user code; readers read from their own queues,
       outside every lock.
     `last_n` windows of a `MemoryPolicy` are applied by readers with `window`.
+
+    Sizes: the `bytes` of `MemoryAdded` and `MemoryCompacted` is the history's size after the
+    change (see `SessionHistory.bytes`), kept as a running total per session that the first
+    change through this object starts with one read of the session (changes made by another
+    process are not counted).
     """
 
     def __init__(self, store: MemoryStore) -> None:
@@ -65,6 +71,7 @@ class SessionMemory:
         )
         self._subs_lock = threading.Lock()
         self._subs: dict[str, weakref.WeakSet[MemorySubscription]] = {}
+        self._sizes: dict[str, int] = {}  # per session: its history's bytes, as last changed here
 
     @classmethod
     def default(cls, path: str | os.PathLike[str]) -> SessionMemory:
@@ -110,13 +117,18 @@ class SessionMemory:
         batch = check_messages(messages)
         if not batch:
             return self.store.append(session, batch)
+        added = message_bytes(batch)
         with self._lock(session):
             try:
+                size = self._size_before_change(session) + added
                 sequence = self.store.append(session, batch)
             except Exception as exc:
                 APPEND_FAILURES.add(1, {"error.type": type(exc).__name__})
                 raise
-            self._publish(MemoryAdded(session=session, messages=batch, sequence=sequence))
+            self._sizes[session] = size
+            self._publish(
+                MemoryAdded(session=session, messages=batch, sequence=sequence, bytes=size)
+            )
         log.debug("memory.appended", session=session, count=len(batch), sequence=sequence)
         return sequence
 
@@ -135,6 +147,7 @@ class SessionMemory:
         """
         check_session(session)
         batch = check_messages(replacement)
+        size = message_bytes(batch)
         with self._lock(session):
             try:
                 sequence = self.store.replace(session, batch, expected_sequence)
@@ -146,7 +159,10 @@ class SessionMemory:
                     actual=exc.actual,
                 )
                 raise
-            self._publish(MemoryCompacted(session=session, messages=batch, sequence=sequence))
+            self._sizes[session] = size
+            self._publish(
+                MemoryCompacted(session=session, messages=batch, sequence=sequence, bytes=size)
+            )
         log.debug("memory.compacted", session=session, count=len(batch), sequence=sequence)
         return sequence
 
@@ -170,6 +186,7 @@ class SessionMemory:
         with self._lock(session):
             sequence = self.store.delete(session)
             if sequence is not None:
+                self._sizes[session] = 0
                 self._publish(MemoryCompacted(session=session, messages=[], sequence=sequence))
         if sequence is not None:
             log.debug("memory.deleted", session=session, sequence=sequence)
@@ -216,6 +233,16 @@ class SessionMemory:
         return f"<SessionMemory store={self.store!r}>"
 
     # -----------------------------------------------------------------------------------------
+
+    def _size_before_change(self, session: str) -> int:
+        """The session's history size before a change (under the session's lock): the running
+        total, or one read of the history on the first change through this object (the
+        store's own count when it keeps one)."""
+        size = self._sizes.get(session)
+        if size is None:
+            history = self.store.load(session)
+            size = history.bytes or message_bytes(history.messages)
+        return size
 
     def _lock(self, session: str) -> _SessionLock:
         with self._locks_lock:
