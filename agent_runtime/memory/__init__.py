@@ -6,6 +6,7 @@ memory = SessionMemory.default("state/memory.sqlite3")    # durable SqliteStore 
 sequence = memory.append("s1", [UserMessage(content="hi")])
 h = memory.history("s1")                                   # SessionHistory(messages, sequence)
 memory.compact("s1", [summary], h.sequence)               # ConcurrentModification if it moved on
+result = memory.compact_with(model, "s1", keep_last=6)    # a model's summary + the newest 6
 with memory.subscribe("s1") as sub:                        # MemoryAdded / MemoryCompacted events
     event = sub.poll(timeout=1.0)
 writer = SessionWriter(memory)                             # appends off the event loop, in order
@@ -23,6 +24,7 @@ cause; a failed append is counted by the metric `agent_runtime.memory.append_fai
 """
 
 from agent_runtime._errors import ConcurrentModification, MemoryStoreError
+from agent_runtime.memory._compaction import CompactionResult, CompactionSummary
 from agent_runtime.memory._in_memory import InMemoryStore
 from agent_runtime.memory._memory import SessionMemory
 from agent_runtime.memory._models import (
@@ -39,6 +41,8 @@ from agent_runtime.memory._subscription import MemorySubscription
 from agent_runtime.memory._writer import SessionWriter
 
 __all__ = [
+    "CompactionResult",
+    "CompactionSummary",
     "ConcurrentModification",
     "InMemoryStore",
     "MemoryAdded",

@@ -12,6 +12,14 @@ from typing import TYPE_CHECKING
 import structlog
 
 from agent_runtime._errors import ConcurrentModification
+from agent_runtime.abort import AbortSignal
+from agent_runtime.llm._port import ChatModel
+from agent_runtime.memory._compaction import (
+    DEFAULT_ATTEMPTS,
+    DEFAULT_KEEP_LAST,
+    CompactionResult,
+    compact_history,
+)
 from agent_runtime.memory._in_memory import InMemoryStore
 from agent_runtime.memory._models import MemoryAdded, MemoryCompacted, MemoryEvent, SessionHistory
 from agent_runtime.memory._size import message_bytes
@@ -58,7 +66,7 @@ class SessionMemory:
     Sizes: the `bytes` of `MemoryAdded` and `MemoryCompacted` is the history's size after the
     change (see `SessionHistory.bytes`), kept as a running total per session that the first
     change through this object starts with one read of the session (changes made by another
-    process are not counted).
+    process are not counted). `compact_with` compacts a session with a model's summary.
     """
 
     def __init__(self, store: MemoryStore) -> None:
@@ -165,6 +173,58 @@ class SessionMemory:
             )
         log.debug("memory.compacted", session=session, count=len(batch), sequence=sequence)
         return sequence
+
+    def compact_with(
+        self,
+        model: ChatModel,
+        session: str,
+        *,
+        keep_last: int = DEFAULT_KEEP_LAST,
+        attempts: int = DEFAULT_ATTEMPTS,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
+    ) -> CompactionResult:
+        """Summarise the session's older history with `model` and compact it: the history
+        becomes one user and one assistant message holding the summary (asked of the model
+        as structured output, a `CompactionSummary`), followed by the newest `keep_last`
+        messages verbatim.
+
+        Guarantees:
+        - the kept tail starts at a tool-call unit's boundary: it holds more than `keep_last`
+          messages when the cut would separate a tool call from its results (see
+          `split_point`); tool calls of the summarised part become text in the summary, so
+          no call or result is left without its partner;
+        - nothing committed after this call read the history is lost: the compaction commits
+          with the sequence it read (`compact`), and when the history moved on meanwhile it
+          reads again. If the summarised messages are still the history's first ones (other
+          writers only appended), the summary is reused and the new messages join the kept
+          tail without asking the model again; otherwise the model is asked again. After
+          `attempts` reads that all lost the race it raises;
+        - a history with nothing to summarise (at most `keep_last` messages, or one unit) is
+          left alone and the model is not called (`result.compacted` is False).
+        Blocks the calling thread for the model call (on the LLM layer's sync bridge loop):
+        call it from a thread of its own, never on an event loop. `signal` aborts the model
+        call, `timeout` bounds each one.
+
+        Raises:
+            ConcurrentModification: the history moved on before each of the `attempts`
+                commits (its note names the session and the attempts); nothing is changed.
+            StructuredOutputError: the model's answer was not a valid summary.
+            LLMError, Aborted, TimeoutError: the model call failed, was aborted, timed out.
+            TypeError, ValueError: `model` is not a ChatModel, a bad `session`, `keep_last`
+                (an int >= 0) or `attempts` (an int >= 1), or the store is closed.
+            RuntimeError: called on a thread that runs an event loop.
+            MemoryStoreError: the store failed a read or the commit.
+        """
+        return compact_history(
+            self,
+            model,
+            session,
+            keep_last=keep_last,
+            attempts=attempts,
+            signal=signal,
+            timeout=timeout,
+        )
 
     def sessions(self) -> list[str]:
         """The sessions that hold a history, sorted.
