@@ -7,6 +7,7 @@ sequence = memory.append("s1", [UserMessage(content="hi")])
 h = memory.history("s1")                                   # SessionHistory(messages, sequence)
 memory.compact("s1", [summary], h.sequence)               # ConcurrentModification if it moved on
 result = memory.compact_with(model, "s1", keep_last=6)    # a model's summary + the newest 6
+memory.auto_compact(model, above_bytes=256 * 1024)        # ... whenever an append passes 256 KiB
 with memory.subscribe("s1") as sub:                        # MemoryAdded / MemoryCompacted events
     event = sub.poll(timeout=1.0)
 writer = SessionWriter(memory)                             # appends off the event loop, in order
@@ -24,7 +25,9 @@ cause; a failed append is counted by the metric `agent_runtime.memory.append_fai
 """
 
 from agent_runtime._errors import ConcurrentModification, MemoryStoreError
+from agent_runtime.memory._auto_compaction import AutoCompaction
 from agent_runtime.memory._compaction import CompactionResult, CompactionSummary
+from agent_runtime.memory._configured import open_session_memory
 from agent_runtime.memory._in_memory import InMemoryStore
 from agent_runtime.memory._memory import SessionMemory
 from agent_runtime.memory._models import (
@@ -41,6 +44,7 @@ from agent_runtime.memory._subscription import MemorySubscription
 from agent_runtime.memory._writer import SessionWriter
 
 __all__ = [
+    "AutoCompaction",
     "CompactionResult",
     "CompactionSummary",
     "ConcurrentModification",
@@ -57,5 +61,6 @@ __all__ = [
     "SessionMemory",
     "SessionWriter",
     "SqliteStore",
+    "open_session_memory",
     "window",
 ]

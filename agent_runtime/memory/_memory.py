@@ -14,10 +14,12 @@ import structlog
 from agent_runtime._errors import ConcurrentModification
 from agent_runtime.abort import AbortSignal
 from agent_runtime.llm._port import ChatModel
+from agent_runtime.memory._auto_compaction import AutoCompaction
 from agent_runtime.memory._compaction import (
     DEFAULT_ATTEMPTS,
     DEFAULT_KEEP_LAST,
     CompactionResult,
+    check_count,
     compact_history,
 )
 from agent_runtime.memory._in_memory import InMemoryStore
@@ -66,7 +68,8 @@ class SessionMemory:
     Sizes: the `bytes` of `MemoryAdded` and `MemoryCompacted` is the history's size after the
     change (see `SessionHistory.bytes`), kept as a running total per session that the first
     change through this object starts with one read of the session (changes made by another
-    process are not counted). `compact_with` compacts a session with a model's summary.
+    process are not counted). `auto_compact` compacts a session with a model once an append
+    takes it past a size; `compact_with` does it on demand.
     """
 
     def __init__(self, store: MemoryStore) -> None:
@@ -80,6 +83,9 @@ class SessionMemory:
         self._subs_lock = threading.Lock()
         self._subs: dict[str, weakref.WeakSet[MemorySubscription]] = {}
         self._sizes: dict[str, int] = {}  # per session: its history's bytes, as last changed here
+        self._auto_lock = threading.Lock()
+        self.auto_compaction: AutoCompaction | None = None
+        """The compaction trigger `auto_compact` started, else None."""
 
     @classmethod
     def default(cls, path: str | os.PathLike[str]) -> SessionMemory:
@@ -138,6 +144,9 @@ class SessionMemory:
                 MemoryAdded(session=session, messages=batch, sequence=sequence, bytes=size)
             )
         log.debug("memory.appended", session=session, count=len(batch), sequence=sequence)
+        auto = self.auto_compaction
+        if auto is not None:
+            auto.added(session, size)  # queues at most: never waits for the compaction
         return sequence
 
     def compact(self, session: str, replacement: Iterable[Message], expected_sequence: int) -> int:
@@ -226,6 +235,33 @@ class SessionMemory:
             timeout=timeout,
         )
 
+    def auto_compact(
+        self, model: ChatModel, *, above_bytes: int, keep_last: int = DEFAULT_KEEP_LAST
+    ) -> AutoCompaction:
+        """Compact every session with `model` (as `compact_with(model, session,
+        keep_last=keep_last)`) once an append through this object takes its history past
+        `above_bytes` bytes (`MemoryAdded.bytes`); return the trigger (see `AutoCompaction`
+        for its guarantees). `close()` stops it. The runtime starts it from the config keys
+        `memory.compact_above_bytes` and `memory.compaction_profile`.
+
+        Raises:
+            TypeError, ValueError: `model` is not a ChatModel, `above_bytes` is not an
+                int >= 1 or `keep_last` not an int >= 0.
+            RuntimeError: a trigger is already started.
+        """
+        if not isinstance(model, ChatModel):
+            raise TypeError(f"invalid model {model!r} (expected a ChatModel)")
+        check_count("keep_last", keep_last, minimum=0)
+
+        def compact(session: str, signal: AbortSignal) -> CompactionResult:
+            return self.compact_with(model, session, keep_last=keep_last, signal=signal)
+
+        with self._auto_lock:
+            if self.auto_compaction is not None:
+                raise RuntimeError(f"{self!r} already compacts automatically")
+            self.auto_compaction = AutoCompaction(compact, above_bytes=above_bytes)
+            return self.auto_compaction
+
     def sessions(self) -> list[str]:
         """The sessions that hold a history, sorted.
 
@@ -269,8 +305,12 @@ class SessionMemory:
         return sub
 
     def close(self) -> None:
-        """Close every subscription (readers stop after their queued events) and the store.
-        Idempotent."""
+        """Stop the compaction trigger (aborting a compaction in flight), close every
+        subscription (readers stop after their queued events) and the store. Idempotent."""
+        with self._auto_lock:
+            auto = self.auto_compaction
+        if auto is not None:
+            auto.close()
         with self._subs_lock:
             subs = [sub for group in self._subs.values() for sub in group]
             self._subs.clear()
