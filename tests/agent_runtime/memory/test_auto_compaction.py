@@ -93,7 +93,7 @@ def test_appends_past_the_threshold_during_a_compaction_ask_for_no_second_one(
 
 def test_an_append_never_waits_for_the_compaction_in_flight(memory: SessionMemory) -> None:
     model = GatedModel([summary_turn()])
-    memory.auto_compact(model, above_bytes=threshold_after("a"), keep_last=0)
+    auto = memory.auto_compact(model, above_bytes=threshold_after("a"), keep_last=0)
     memory.append("s", exchange("a"))
     memory.append("s", exchange("b"))
     assert model.started.wait(10)
@@ -103,6 +103,7 @@ def test_an_append_never_waits_for_the_compaction_in_flight(memory: SessionMemor
     assert not appender.is_alive() and not model.release.is_set()
     assert memory.history("s").messages[-2:] == exchange("c")
     model.release.set()
+    assert auto.wait_idle(10) and auto.compactions == 1
 
 
 def test_a_failure_is_counted_logged_without_content_and_retried_at_the_next_crossing(
