@@ -160,13 +160,21 @@ class LLMConfig(_Section):
 
 
 class MemoryConfig(_Section):
-    """Session memory (DESIGN.md 9): durable SQLite by default."""
+    """Session memory (DESIGN.md 9): durable SQLite by default.
+
+    `compact_above_bytes` turns on automatic compaction (`SessionMemory.auto_compact`): a
+    session whose history an append takes past that many bytes is summarised in the
+    background by the model of the profile `compaction_profile` (a key of `[llm] profiles`,
+    required then). Both are None (off) by default.
+    """
 
     store: Literal["sqlite", "memory"] = "sqlite"
     path: str = ".agent_runtime/memory.sqlite3"
     read: bool = True
     write: bool = True
     last_n: int | None = Field(None, ge=1)
+    compact_above_bytes: int | None = Field(None, ge=1)
+    compaction_profile: str | None = Field(None, min_length=1)
 
     @field_validator("path")
     @classmethod
@@ -209,6 +217,26 @@ class RuntimeConfig(_Section):
                 "unknown_profile",
                 "names no configured profile (configured profiles: {known})",
                 {"key": "llm.default_profile", "value": name, "known": known},
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_compaction_profile(self) -> RuntimeConfig:
+        memory = self.memory
+        name = memory.compaction_profile
+        if name is None and memory.compact_above_bytes is not None:
+            raise PydanticCustomError(
+                "missing_profile",
+                "turns automatic compaction on, so memory.compaction_profile must name the "
+                "profile of [llm] profiles whose model summarises",
+                {"key": "memory.compact_above_bytes", "value": memory.compact_above_bytes},
+            )
+        if name is not None and name not in self.llm.profiles:
+            known = ", ".join(sorted(self.llm.profiles)) or "none"
+            raise PydanticCustomError(
+                "unknown_profile",
+                "names no configured profile (configured profiles: {known})",
+                {"key": "memory.compaction_profile", "value": name, "known": known},
             )
         return self
 

@@ -6,6 +6,8 @@ memory = SessionMemory.default("state/memory.sqlite3")    # durable SqliteStore 
 sequence = memory.append("s1", [UserMessage(content="hi")])
 h = memory.history("s1")                                   # SessionHistory(messages, sequence)
 memory.compact("s1", [summary], h.sequence)               # ConcurrentModification if it moved on
+result = memory.compact_with(model, "s1", keep_last=6)    # a model's summary + the newest 6
+memory.auto_compact(model, above_bytes=256 * 1024)        # ... whenever an append passes 256 KiB
 with memory.subscribe("s1") as sub:                        # MemoryAdded / MemoryCompacted events
     event = sub.poll(timeout=1.0)
 writer = SessionWriter(memory)                             # appends off the event loop, in order
@@ -19,9 +21,13 @@ grows, which makes `compact(..., expected_sequence)` an optimistic-concurrency c
 (tests); both implement the `MemoryStore` protocol with the same semantics. A store that cannot
 open its file, or fails a change or a read, raises `MemoryStoreError` naming the file and the
 cause; a failed append is counted by the metric `agent_runtime.memory.append_failures`.
+`MemoryAdded` / `MemoryCompacted` carry the history's size in bytes after the change.
 """
 
 from agent_runtime._errors import ConcurrentModification, MemoryStoreError
+from agent_runtime.memory._auto_compaction import AutoCompaction
+from agent_runtime.memory._compaction import CompactionResult, CompactionSummary
+from agent_runtime.memory._configured import open_session_memory
 from agent_runtime.memory._in_memory import InMemoryStore
 from agent_runtime.memory._memory import SessionMemory
 from agent_runtime.memory._models import (
@@ -31,13 +37,17 @@ from agent_runtime.memory._models import (
     MemoryEventAdapter,
     SessionHistory,
 )
-from agent_runtime.memory._policy import MemoryPolicy, message_bytes, window
+from agent_runtime.memory._policy import MemoryPolicy, window
+from agent_runtime.memory._size import message_bytes
 from agent_runtime.memory._sqlite import SqliteStore
 from agent_runtime.memory._store import MemoryStore
 from agent_runtime.memory._subscription import MemorySubscription
 from agent_runtime.memory._writer import SessionWriter
 
 __all__ = [
+    "AutoCompaction",
+    "CompactionResult",
+    "CompactionSummary",
     "ConcurrentModification",
     "InMemoryStore",
     "MemoryAdded",
@@ -53,5 +63,6 @@ __all__ = [
     "SessionWriter",
     "SqliteStore",
     "message_bytes",
+    "open_session_memory",
     "window",
 ]

@@ -13,8 +13,19 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agent_runtime._errors import ConcurrentModification
+from agent_runtime.abort import AbortSignal
+from agent_runtime.llm._port import ChatModel
+from agent_runtime.memory._auto_compaction import AutoCompaction
+from agent_runtime.memory._compaction import (
+    DEFAULT_ATTEMPTS,
+    DEFAULT_KEEP_LAST,
+    CompactionResult,
+    check_count,
+    compact_history,
+)
 from agent_runtime.memory._in_memory import InMemoryStore
 from agent_runtime.memory._models import MemoryAdded, MemoryCompacted, MemoryEvent, SessionHistory
+from agent_runtime.memory._size import message_bytes
 from agent_runtime.memory._sqlite import SqliteStore
 from agent_runtime.memory._store import MemoryStore, check_messages, check_session
 from agent_runtime.memory._subscription import MemorySubscription
@@ -54,6 +65,12 @@ class SessionMemory:
       Queueing never waits and never runs user code; readers read from their own queues,
       outside every lock.
     `last_n` windows of a `MemoryPolicy` are applied by readers with `window`.
+
+    Sizes: the `bytes` of `MemoryAdded` and `MemoryCompacted` is the history's size after the
+    change (see `SessionHistory.bytes`), kept as a running total per session that the first
+    change through this object starts with one read of the session (changes made by another
+    process are not counted). `auto_compact` compacts a session with a model once an append
+    takes it past a size; `compact_with` does it on demand.
     """
 
     def __init__(self, store: MemoryStore) -> None:
@@ -66,6 +83,10 @@ class SessionMemory:
         )
         self._subs_lock = threading.Lock()
         self._subs: dict[str, weakref.WeakSet[MemorySubscription]] = {}
+        self._sizes: dict[str, int] = {}  # per session: its history's bytes, as last changed here
+        self._auto_lock = threading.Lock()
+        self.auto_compaction: AutoCompaction | None = None
+        """The compaction trigger `auto_compact` started, else None."""
 
     @classmethod
     def default(cls, path: str | os.PathLike[str]) -> SessionMemory:
@@ -120,14 +141,22 @@ class SessionMemory:
         batch = check_messages(messages)
         if not batch:
             return self.store.append(session, batch)
+        added = message_bytes(batch)
         with self._lock(session):
             try:
+                size = self._size_before_change(session) + added
                 sequence = self.store.append(session, batch)
             except Exception as exc:
                 APPEND_FAILURES.add(1, {"error.type": type(exc).__name__})
                 raise
-            self._publish(MemoryAdded(session=session, messages=batch, sequence=sequence))
+            self._sizes[session] = size
+            self._publish(
+                MemoryAdded(session=session, messages=batch, sequence=sequence, bytes=size)
+            )
         log.debug("memory.appended", session=session, count=len(batch), sequence=sequence)
+        auto = self.auto_compaction
+        if auto is not None:
+            auto.added(session, size)  # queues at most: never waits for the compaction
         return sequence
 
     def compact(self, session: str, replacement: Iterable[Message], expected_sequence: int) -> int:
@@ -145,6 +174,7 @@ class SessionMemory:
         """
         check_session(session)
         batch = check_messages(replacement)
+        size = message_bytes(batch)
         with self._lock(session):
             try:
                 sequence = self.store.replace(session, batch, expected_sequence)
@@ -156,9 +186,91 @@ class SessionMemory:
                     actual=exc.actual,
                 )
                 raise
-            self._publish(MemoryCompacted(session=session, messages=batch, sequence=sequence))
+            self._sizes[session] = size
+            self._publish(
+                MemoryCompacted(session=session, messages=batch, sequence=sequence, bytes=size)
+            )
         log.debug("memory.compacted", session=session, count=len(batch), sequence=sequence)
         return sequence
+
+    def compact_with(
+        self,
+        model: ChatModel,
+        session: str,
+        *,
+        keep_last: int = DEFAULT_KEEP_LAST,
+        attempts: int = DEFAULT_ATTEMPTS,
+        signal: AbortSignal | None = None,
+        timeout: float | None = None,
+    ) -> CompactionResult:
+        """Summarise the session's older history with `model` and compact it: the history
+        becomes one user and one assistant message holding the summary (asked of the model
+        as structured output, a `CompactionSummary`), followed by the newest `keep_last`
+        messages verbatim.
+
+        Guarantees:
+        - the kept tail starts at a tool-call unit's boundary: it holds more than `keep_last`
+          messages when the cut would separate a tool call from its results (see
+          `split_point`); tool calls of the summarised part become text in the summary, so
+          no call or result is left without its partner;
+        - nothing committed after this call read the history is lost: the compaction commits
+          with the sequence it read (`compact`), and when the history moved on meanwhile it
+          reads again. If the summarised messages are still the history's first ones (other
+          writers only appended), the summary is reused and the new messages join the kept
+          tail without asking the model again; otherwise the model is asked again. After
+          `attempts` reads that all lost the race it raises;
+        - a history with nothing to summarise (at most `keep_last` messages, or one unit) is
+          left alone and the model is not called (`result.compacted` is False).
+        Blocks the calling thread for the model call (on the LLM layer's sync bridge loop):
+        call it from a thread of its own, never on an event loop. `signal` aborts the model
+        call, `timeout` bounds each one.
+
+        Raises:
+            ConcurrentModification: the history moved on before each of the `attempts`
+                commits (its note names the session and the attempts); nothing is changed.
+            StructuredOutputError: the model's answer was not a valid summary.
+            LLMError, Aborted, TimeoutError: the model call failed, was aborted, timed out.
+            TypeError, ValueError: `model` is not a ChatModel, a bad `session`, `keep_last`
+                (an int >= 0) or `attempts` (an int >= 1), or the store is closed.
+            RuntimeError: called on a thread that runs an event loop.
+            MemoryStoreError: the store failed a read or the commit.
+        """
+        return compact_history(
+            self,
+            model,
+            session,
+            keep_last=keep_last,
+            attempts=attempts,
+            signal=signal,
+            timeout=timeout,
+        )
+
+    def auto_compact(
+        self, model: ChatModel, *, above_bytes: int, keep_last: int = DEFAULT_KEEP_LAST
+    ) -> AutoCompaction:
+        """Compact every session with `model` (as `compact_with(model, session,
+        keep_last=keep_last)`) once an append through this object takes its history past
+        `above_bytes` bytes (`MemoryAdded.bytes`); return the trigger (see `AutoCompaction`
+        for its guarantees). `close()` stops it. The runtime starts it from the config keys
+        `memory.compact_above_bytes` and `memory.compaction_profile`.
+
+        Raises:
+            TypeError, ValueError: `model` is not a ChatModel, `above_bytes` is not an
+                int >= 1 or `keep_last` not an int >= 0.
+            RuntimeError: a trigger is already started.
+        """
+        if not isinstance(model, ChatModel):
+            raise TypeError(f"invalid model {model!r} (expected a ChatModel)")
+        check_count("keep_last", keep_last, minimum=0)
+
+        def compact(session: str, signal: AbortSignal) -> CompactionResult:
+            return self.compact_with(model, session, keep_last=keep_last, signal=signal)
+
+        with self._auto_lock:
+            if self.auto_compaction is not None:
+                raise RuntimeError(f"{self!r} already compacts automatically")
+            self.auto_compaction = AutoCompaction(compact, above_bytes=above_bytes)
+            return self.auto_compaction
 
     def sessions(self) -> list[str]:
         """The sessions that hold a history, sorted.
@@ -180,6 +292,7 @@ class SessionMemory:
         with self._lock(session):
             sequence = self.store.delete(session)
             if sequence is not None:
+                self._sizes[session] = 0
                 self._publish(MemoryCompacted(session=session, messages=[], sequence=sequence))
         if sequence is not None:
             log.debug("memory.deleted", session=session, sequence=sequence)
@@ -202,8 +315,12 @@ class SessionMemory:
         return sub
 
     def close(self) -> None:
-        """Close every subscription (readers stop after their queued events) and the store.
-        Idempotent."""
+        """Stop the compaction trigger (aborting a compaction in flight), close every
+        subscription (readers stop after their queued events) and the store. Idempotent."""
+        with self._auto_lock:
+            auto = self.auto_compaction
+        if auto is not None:
+            auto.close()
         with self._subs_lock:
             subs = [sub for group in self._subs.values() for sub in group]
             self._subs.clear()
@@ -226,6 +343,16 @@ class SessionMemory:
         return f"<SessionMemory store={self.store!r}>"
 
     # -----------------------------------------------------------------------------------------
+
+    def _size_before_change(self, session: str) -> int:
+        """The session's history size before a change (under the session's lock): the running
+        total, or one read of the history on the first change through this object (the
+        store's own count when it keeps one)."""
+        size = self._sizes.get(session)
+        if size is None:
+            history = self.store.load(session)
+            size = history.bytes or message_bytes(history.messages)
+        return size
 
     def _lock(self, session: str) -> _SessionLock:
         with self._locks_lock:

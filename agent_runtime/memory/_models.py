@@ -23,29 +23,36 @@ class SessionHistory(_Frozen):
     (`ConcurrentModification`) when any change was committed in between.
 
     `messages` is a fresh list on every read: changing it changes nothing stored.
+    `bytes` is the history's size: the sum of the UTF-8 lengths of its messages' JSON
+    (`message.model_dump_json()`), 0 where the reader did not count it.
     """
 
     messages: list[Message] = Field(default_factory=list)
     sequence: int = Field(0, ge=0)
+    bytes: int = Field(0, ge=0)
 
 
 class MemoryAdded(_Frozen):
-    """`messages` were appended to `session`'s history by the change numbered `sequence`."""
+    """`messages` were appended to `session`'s history by the change numbered `sequence`;
+    `bytes` is the history's size after the change (as `SessionHistory.bytes`)."""
 
     type: Literal["memory_added"] = "memory_added"
     session: str
     messages: list[Message]
     sequence: int = Field(ge=1)
+    bytes: int = Field(0, ge=0)
 
 
 class MemoryCompacted(_Frozen):
     """`session`'s history was replaced by `messages` (a compaction; a delete reports `[]`) by
-    the change numbered `sequence`."""
+    the change numbered `sequence`; `bytes` is the history's size after it (as
+    `SessionHistory.bytes`)."""
 
     type: Literal["memory_compacted"] = "memory_compacted"
     session: str
     messages: list[Message]
     sequence: int = Field(ge=1)
+    bytes: int = Field(0, ge=0)
 
 
 MemoryEvent = Annotated[MemoryAdded | MemoryCompacted, Field(discriminator="type")]

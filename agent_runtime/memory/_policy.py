@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_runtime.memory._size import message_bytes
 from agent_runtime.messages import AssistantMessage, Message, ToolResultMessage
 
 
@@ -115,18 +116,13 @@ def _answered_only(messages: Sequence[Message]) -> list[Message]:
     return kept
 
 
-def message_bytes(message: Message) -> int:
-    """The size a message counts for in a window: its JSON, UTF-8 encoded."""
-    return len(message.model_dump_json().encode())
-
-
 def _newest_units_within(messages: list[Message], max_bytes: int) -> list[Message]:
     start = len(messages)  # messages[start:] is the window so far: whole units only
     total = 0
     unit = 0  # bytes of the results met since the last unit boundary, walking backwards
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        unit += message_bytes(message)
+        unit += message_bytes((message,))
         if isinstance(message, ToolResultMessage):
             continue  # part of the unit its call opens, further back
         if total + unit > max_bytes:

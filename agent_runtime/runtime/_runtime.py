@@ -22,7 +22,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortSignal, AbortTable
 from agent_runtime.agent import Agent
 from agent_runtime.config import RuntimeConfig, load_config
-from agent_runtime.memory import SessionMemory, SessionWriter
+from agent_runtime.memory import SessionMemory, SessionWriter, open_session_memory
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.runtime._holder import TableOwner
 from agent_runtime.runtime._subagents import Subagents
@@ -97,7 +97,7 @@ class Runtime:
         self._supervisor: Supervisor | None = None
         self._stopped = False
         self.tools = ToolRegistry()
-        self.memory = SessionMemory.from_config(config.memory)
+        self.memory: SessionMemory = open_session_memory(config)  # with its compaction trigger
         self.memory_writer = SessionWriter(self.memory, name=f"{name}.session-writer")
         self.subagents = Subagents(self, lambda: self.subagents_supervisor)
         # One thread for astart_agent: starts are serialised by the subagents' supervisor

@@ -29,8 +29,15 @@ from agent_runtime.events import (
     ProviderRetry,
     ToolExecutionEnd,
 )
-from agent_runtime.llm import ChatRequest, ObservableModel, ProviderError, from_config
+from agent_runtime.llm import (
+    ChatRequest,
+    ObservableModel,
+    ProviderError,
+    from_config,
+    register_profile_kind,
+)
 from agent_runtime.loop import AgentContext, LoopConfig, stream
+from agent_runtime.memory import CompactionSummary
 from agent_runtime.messages import TextContent, ToolCall, ToolResultMessage, UserMessage
 from agent_runtime.testing import MockProviderServer, ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import ToolContext, tool
@@ -592,6 +599,25 @@ def test_memory_last_n_is_the_window_an_agent_starts_from() -> None:
         reader = runtime.start_agent(("s", "reader", 0), model=ScriptedModel([]))
         texts = [m.text for m in reader.state().messages]  # type: ignore[union-attr]
     assert texts == ["say two", "two"]
+
+
+@covers("memory.compact_above_bytes", "memory.compaction_profile")
+def test_memory_compaction_summarises_a_session_past_the_size_with_the_profiles_model() -> None:
+    summary = CompactionSummary(user_message="U: we talked", assistant_message="A: I answered")
+    summarizer = ScriptedModel([summary.model_dump_json()] * 5)
+    register_profile_kind("compaction-test", lambda name, profile, config: summarizer)
+    changes = {"memory__compaction_profile": "summarizer", "memory__compact_above_bytes": "1500"}
+    with started(llm__profiles__summarizer__provider="compaction-test", **changes) as runtime:
+        agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["ok"] * 8))
+        for i in range(8):
+            agent.run(f"question {i}", timeout=10)
+        auto = runtime.memory.auto_compaction
+        assert auto is not None and auto.above_bytes == 1500
+        wait_until(lambda: auto.compactions >= 1, timeout=10)
+        assert runtime.memory_writer.flush(10) and auto.wait_idle(10)
+        texts = [m.text for m in runtime.memory.history("s").messages]  # type: ignore[union-attr]
+    assert texts[:2] == ["U: we talked", "A: I answered"]
+    assert texts[-2:] == ["question 7", "ok"]
 
 
 # -- [telemetry] ---------------------------------------------------------------------------------

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agent_runtime.loop import validate_transcript
-from agent_runtime.memory import MemoryPolicy, window
-from agent_runtime.memory._policy import message_bytes
+from agent_runtime.memory import MemoryPolicy, message_bytes, window
 from agent_runtime.messages import Message, ToolResultMessage
 from tests.agent_runtime.transcript_strategies import (
     assistant,
@@ -114,7 +113,7 @@ def test_a_byte_window_is_whole_units_within_both_bounds(
     messages: list[Message], last_n: int | None, max_bytes: int
 ) -> None:
     kept = window(messages, last_n, max_bytes)
-    assert sum(message_bytes(m) for m in kept) <= max_bytes
+    assert message_bytes(kept) <= max_bytes
     assert last_n is None or len(kept) <= last_n
     assert validate_transcript(kept) == []
     counted = window(messages, last_n)
@@ -130,7 +129,7 @@ def test_a_byte_window_is_whole_units_within_both_bounds(
         start = first - 1
         while start > 0 and isinstance(counted[start], ToolResultMessage):
             start -= 1
-        assert sum(message_bytes(m) for m in counted[start:]) > max_bytes
+        assert message_bytes(counted[start:]) > max_bytes
 
 
 def test_limited_window_takes_a_count_a_size_or_both() -> None:

@@ -82,10 +82,12 @@ def test_a_subscriber_sees_added_and_compacted_events_in_order(memory: SessionMe
         memory.append("s", batch("b", 1))
         memory.append("s", [])  # nothing changes, nothing is reported
         events = _drain(sub)
+    size = {tag: len(batch(tag, 1)[0].model_dump_json().encode()) for tag in ("a", "sum", "b")}
+    size["sum+b"] = size["sum"] + size["b"]
     assert events == [
-        MemoryAdded(session="s", messages=batch("a"), sequence=1),
-        MemoryCompacted(session="s", messages=batch("sum", 1), sequence=2),
-        MemoryAdded(session="s", messages=batch("b", 1), sequence=3),
+        MemoryAdded(session="s", messages=batch("a"), sequence=1, bytes=3 * size["a"]),
+        MemoryCompacted(session="s", messages=batch("sum", 1), sequence=2, bytes=size["sum"]),
+        MemoryAdded(session="s", messages=batch("b", 1), sequence=3, bytes=size["sum+b"]),
     ]
 
 
@@ -154,7 +156,8 @@ def test_a_reader_blocked_in_poll_gets_the_next_event(memory: SessionMemory) -> 
     reader.start()
     memory.append("s", batch("a", 1))
     reader.join(timeout=10)
-    assert got == [MemoryAdded(session="s", messages=batch("a", 1), sequence=1)]
+    size = len(batch("a", 1)[0].model_dump_json().encode())
+    assert got == [MemoryAdded(session="s", messages=batch("a", 1), sequence=1, bytes=size)]
 
 
 def test_poll_returns_none_after_its_timeout(memory: SessionMemory) -> None:
