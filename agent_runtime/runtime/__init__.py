@@ -10,6 +10,7 @@ from agent_runtime.runtime._introspection import (
     TreeNode,
 )
 from agent_runtime.runtime._runtime import CHILD_IDS, Runtime
+from agent_runtime.runtime._status_socket import fetch_status
 from agent_runtime.runtime._subagents import Subagents
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "Subagents",
     "SubscriptionStatus",
     "TreeNode",
+    "fetch_status",
 ]

@@ -27,6 +27,7 @@ from agent_runtime.memory import SessionMemory, SessionWriter, open_session_memo
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.runtime._holder import TableOwner
 from agent_runtime.runtime._introspection import Introspection, RuntimeStats, RuntimeTree
+from agent_runtime.runtime._status_socket import StatusSocket
 from agent_runtime.runtime._subagents import Subagents
 from agent_runtime.telemetry import configure_logging as configure_structlog
 from agent_runtime.tools import ToolRegistry
@@ -84,7 +85,8 @@ class Runtime:
     run's loop and all LLM I/O) and `tool_tasks` (a TaskSupervisor for synchronous tools).
     The tables belong to this object, so a restart of their owner actors loses nothing.
     Several runtimes live in one process independently. Use as a context manager to stop
-    it on exit. `tree()` and `stats()` show what it is doing without waiting on it.
+    it on exit. `tree()` and `stats()` show what it is doing without waiting on it; with
+    `telemetry.status_socket` set, it serves them on that Unix socket (`agent-runtime top`).
     """
 
     def __init__(self, config: RuntimeConfig, name: str) -> None:
@@ -105,6 +107,7 @@ class Runtime:
             self.counters,
             lambda: self._supervisor is not None and self._supervisor.alive,
         )
+        self._status_socket: StatusSocket | None = None
         self.tools = ToolRegistry()
         self.memory: SessionMemory = open_session_memory(config)  # with its compaction trigger
         self.memory_writer = SessionWriter(self.memory, name=f"{name}.session-writer")
@@ -130,7 +133,8 @@ class Runtime:
         logging alone. Blocks while the tree starts: from asyncio use `astart`.
 
         Raises:
-            ConfigError: the configuration is invalid.
+            ConfigError: the configuration is invalid, or `telemetry.status_socket` cannot
+                be served (the message says why).
             TypeError: `config` is of another type.
         """
         if config is None or isinstance(config, str | os.PathLike):
@@ -141,9 +145,19 @@ class Runtime:
             )
         if configure_logging:
             configure_structlog(config.telemetry)
-        runtime = cls(config, name or f"runtime-{next(_runtime_ids)}")
-        runtime._start_tree()
-        log.info("runtime.started", runtime=runtime.name)
+        path = config.telemetry.status_socket
+        status_socket = StatusSocket.bind(path) if path is not None else None  # fails first
+        try:
+            runtime = cls(config, name or f"runtime-{next(_runtime_ids)}")
+            runtime._start_tree()
+        except BaseException:
+            if status_socket is not None:
+                status_socket.close()
+            raise
+        if status_socket is not None:
+            runtime._status_socket = status_socket
+            status_socket.serve(runtime._introspection.report, name=f"{runtime.name}.status")
+        log.info("runtime.started", runtime=runtime.name, status_socket=path)
         return runtime
 
     @classmethod
@@ -329,6 +343,8 @@ class Runtime:
             if self._stopped:
                 return
             self._stopped = True
+        if self._status_socket is not None:  # a watcher sees the runtime gone from now on
+            self._status_socket.close()
         started = time.monotonic()
         deadline = started + timeout
         # Every running run ends with Canceled("runtime_stopping") at its subscribers, within
