@@ -34,6 +34,7 @@ log = structlog.get_logger(__name__)
 
 KEY = "telemetry.status_socket"
 SEND_TIMEOUT = 2.0  # seconds one client may take to read one report
+MAX_REPORT_BYTES = 64 * 1024 * 1024  # what a client reads at most (a runtime's report is far less)
 # sockaddr_un.sun_path holds 108 bytes on Linux (104 on macOS), the final NUL included.
 MAX_PATH_BYTES = 103 if sys.platform == "darwin" else 107
 
@@ -156,14 +157,21 @@ def fetch_status(path: str | os.PathLike[str], timeout: float = 5.0) -> StatusRe
     Raises:
         OSError: nobody serves `path` (FileNotFoundError, ConnectionRefusedError), or it did
             not answer within `timeout` seconds (TimeoutError).
-        ValueError: what came back is not a runtime's status report.
+        ValueError: what came back is not a runtime's status report (or is larger than
+            `MAX_REPORT_BYTES`).
     """
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.settimeout(timeout)
         client.connect(os.fspath(path))
-        chunks = []
+        chunks, size = [], 0
         while chunk := client.recv(65536):
             chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_REPORT_BYTES:
+                raise ValueError(
+                    f"{os.fspath(path)!r} sent more than {MAX_REPORT_BYTES} bytes: "
+                    "not a runtime status report"
+                )
     data = b"".join(chunks)
     try:
         return StatusReport.model_validate_json(data)

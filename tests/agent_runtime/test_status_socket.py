@@ -163,6 +163,28 @@ def test_top_without_a_runtime_says_nobody_serves_the_path(
     assert f"no runtime serves {str(path)!r}" in err and "telemetry.status_socket" in err
 
 
+def test_top_on_a_socket_that_is_not_a_runtimes_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "other.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as other:
+        other.bind(str(path))
+        other.listen(1)
+
+        def answer() -> None:
+            conn, _ = other.accept()
+            with conn:
+                conn.sendall(b"HTTP/1.0 200 OK\r\n\r\nhello")
+
+        server = threading.Thread(target=answer)
+        server.start()
+        assert cli.main(["top", str(path), "--once"]) == 1
+        server.join(10)
+    err = capsys.readouterr().err
+    assert f"cannot read a runtime status from {str(path)!r}" in err
+    assert "did not answer with a runtime status report" in err
+
+
 def test_top_rejects_a_poll_interval_that_is_not_positive(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
