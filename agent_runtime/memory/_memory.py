@@ -15,6 +15,7 @@ from agent_runtime._errors import ConcurrentModification
 from agent_runtime.memory._in_memory import InMemoryStore
 from agent_runtime.memory._models import MemoryAdded, MemoryCompacted, MemoryEvent, SessionHistory
 from agent_runtime.memory._sqlite import SqliteStore
+from agent_runtime.memory._state import SessionState
 from agent_runtime.memory._store import MemoryStore, check_messages, check_session
 from agent_runtime.memory._subscription import MemorySubscription
 from agent_runtime.messages import Message
@@ -22,6 +23,7 @@ from agent_runtime.telemetry import meter
 
 if TYPE_CHECKING:
     from agent_runtime.config import MemoryConfig
+    from agent_runtime.memory._models import SessionChanges
 
 log = structlog.get_logger(__name__)
 
@@ -94,6 +96,32 @@ class SessionMemory:
             TypeError, ValueError: `session` is not a non-empty str, or the store is closed.
         """
         return self.store.load(session)
+
+    def changes(self, session: str, since: int) -> SessionChanges:
+        """What the session gained after sequence `since`: the messages appended since, or the
+        whole history when a compaction or delete came after `since` (`replaced=True`; also
+        for `since` 0 or ahead of the store). See `SessionChanges`.
+
+        To follow a session: keep the `sequence` of each answer and pass it as the next
+        `since`. The cost of an answer that is not `replaced` grows with what was appended
+        after `since`, never with the history before it.
+
+        Raises:
+            TypeError, ValueError: a bad `session` or `since` (an int >= 0), or the store is
+                closed.
+            MemoryStoreError: the store could not read.
+        """
+        return self.store.changes(session, since)
+
+    def kv(self, session: str) -> SessionState:
+        """The session's key-value state (`put`, `get`, `delete`, `items` of JSON values),
+        durable in this memory's store beside the history and shared by every agent of the
+        session (and every process on the same store). See `SessionState`.
+
+        Raises:
+            TypeError, ValueError: `session` is not a non-empty str.
+        """
+        return SessionState(self.store, session)
 
     def append(self, session: str, messages: Iterable[Message]) -> int:
         """Append `messages` to the session's history as one atomic batch; return the new

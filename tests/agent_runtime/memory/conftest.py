@@ -7,13 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime.memory import InMemoryStore, MemoryStore, SqliteStore
+from agent_runtime.memory import (
+    InMemoryStore,
+    MemoryStore,
+    SessionHistory,
+    SqliteStore,
+)
 from agent_runtime.messages import Message, UserMessage
 
 STORE_KINDS = ["in_memory", "sqlite"]
 
 
-def open_store(kind: str, tmp_path: Path) -> MemoryStore:
+def open_store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> MemoryStore:
     """A fresh store of `kind` (an SQLite file under `tmp_path`)."""
     if kind == "in_memory":
         return InMemoryStore()
@@ -23,7 +28,7 @@ def open_store(kind: str, tmp_path: Path) -> MemoryStore:
 @pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
     """Each store kind in turn: the contract tests must pass on all of them."""
-    opened = open_store(request.param, tmp_path)
+    opened = open_store(request, request.param, tmp_path)
     yield opened
     opened.close()
 
@@ -36,3 +41,10 @@ def batch(tag: str, size: int = 3) -> list[Message]:
 def texts(messages: list[Message]) -> list[str]:
     """The texts of user messages (what `batch` tagged)."""
     return [m.text for m in messages if isinstance(m, UserMessage)]
+
+
+def expected(messages: list[Message], sequence: int) -> SessionHistory:
+    """The history a store must load: `messages` at `sequence`, with their size in `bytes`
+    (counted here from scratch, as the stores must not)."""
+    size = sum(len(m.model_dump_json().encode()) for m in messages)
+    return SessionHistory(messages=messages, sequence=sequence, bytes=size)
