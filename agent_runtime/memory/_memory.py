@@ -80,13 +80,22 @@ class SessionMemory:
     @classmethod
     def from_config(cls, config: MemoryConfig) -> SessionMemory:
         """Session memory as `config` (`RuntimeConfig.memory`) says: a `SqliteStore` at
-        `config.path`, or an `InMemoryStore` when `config.store == "memory"`.
+        `config.path`, an `InMemoryStore` when `config.store == "memory"`, or a
+        `PostgresStore` at `config.dsn` when `config.store == "postgres"`.
 
         Raises:
-            ValueError, MemoryStoreError: as `SqliteStore`.
+            ValueError, MemoryStoreError: as the store's constructor (a "postgres" store
+                without a `dsn` is a ValueError).
+            ImportError: a "postgres" store without psycopg installed.
         """
         if config.store == "memory":
             return cls(InMemoryStore())
+        if config.store == "postgres":
+            from agent_runtime.memory._postgres import PostgresStore  # an optional extra
+
+            if config.dsn is None:
+                raise ValueError('memory.store = "postgres" needs memory.dsn (none is set)')
+            return cls(PostgresStore(config.dsn.get_secret_value()))
         return cls.default(config.path)
 
     def history(self, session: str) -> SessionHistory:
