@@ -424,4 +424,3 @@ class _SessionLock:
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
-
