@@ -1,5 +1,5 @@
 """Faults a tool can cause: whatever it raises is its own error result, never a stop of the
-runtime's event loop or of other agents."""
+runtime's event loop or of other agents; and a loop thread that dies anyway is restarted."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import Runtime
+from agent_runtime import RunFailed, Runtime
 from agent_runtime.config import RuntimeConfig
+from agent_runtime.events import Error
 from agent_runtime.messages import TextContent, ToolCall, ToolResult, ToolResultMessage
-from agent_runtime.testing import ScriptedModel, ScriptedTurn
+from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, ToolContext, execute_tool_call, tool
 
 ESCAPING = [SystemExit, KeyboardInterrupt, GeneratorExit]
@@ -148,3 +149,59 @@ def test_a_tool_exception_whose_str_raises_does_not_fail_the_run(runtime: Runtim
     answer = run_with_a_raising_tool(runtime, boom)
     assert answer.is_error and text(answer).startswith("Tool boom raised Unprintable: ")
 
+
+def kill_the_loop(runtime: Runtime) -> None:
+    """Make the runtime's loop thread die: a callback raising SystemExit out of the loop each
+    time it resumes, until the thread gives up."""
+    loop = runtime.loop_tasks.loop
+
+    def bomb() -> None:
+        loop.call_soon(bomb)
+        raise SystemExit("bomb")
+
+    loop.call_soon_threadsafe(bomb)
+
+
+def test_a_loop_thread_that_dies_is_restarted_and_its_runs_end_with_error(
+    runtime: Runtime,
+) -> None:
+    slow = ScriptedTurn(chunks=["never", " ends"], chunk_delay=60.0)
+    agent = runtime.start_agent(("s", "busy", 0), model=ScriptedModel([slow, "back again"]))
+    sub = agent.subscribe()
+    old = runtime.loop_tasks
+    run_id = agent.prompt("go")
+    wait_until(lambda: agent.state().stream_message is not None, what="the answer streaming")
+
+    kill_the_loop(runtime)
+
+    ends = [e for e in sub.until_end(timeout=10, run_id=run_id) if isinstance(e, Error)]
+    assert len(ends) == 1 and ends[0].reason.startswith("loop_crashed: ")
+    assert "SystemExit: bomb" in ends[0].reason
+    wait_until(lambda: runtime.loop_tasks is not old, what="a restarted loop")
+    loop_tasks = next(c for c in runtime.supervisor.which_children() if c.id == "loop_tasks")
+    assert loop_tasks.alive and loop_tasks.ref is runtime.loop_tasks.ref
+    assert agent.state().error is not None and not agent.state().is_running
+    assert agent.run("again", timeout=10).text == "back again"
+    other = runtime.start_agent(("s", "other", 0), model=ScriptedModel(["fine"]))
+    assert other.run("hi", timeout=10).text == "fine"
+
+
+def test_run_raises_run_failed_when_the_loop_thread_dies_under_it(runtime: Runtime) -> None:
+    slow = ScriptedTurn(chunks=["never", " ends"], chunk_delay=60.0)
+    agent = runtime.start_agent(("s", "busy", 0), model=ScriptedModel([slow]))
+    failure: list[BaseException] = []
+
+    def wait_for_the_run() -> None:
+        try:
+            agent.run("go", timeout=30)
+        except BaseException as exc:
+            failure.append(exc)
+
+    waiter = concurrent.futures.ThreadPoolExecutor(1)
+    done = waiter.submit(wait_for_the_run)
+    wait_until(lambda: agent.state().stream_message is not None, what="the answer streaming")
+    kill_the_loop(runtime)
+    done.result(timeout=20)
+    waiter.shutdown()
+    assert len(failure) == 1 and isinstance(failure[0], RunFailed)
+    assert failure[0].reason.startswith("loop_crashed: ")
