@@ -1,10 +1,12 @@
 """Spans and metrics of a run, derived from its events (DESIGN.md 10).
 
 Spans: `agent.run` > `agent.turn` > `gen_ai.chat` (one per model attempt) / `tool.execute`
-(one per tool call), with GenAI semantic-convention attributes. A run started from inside a
-tool of another run (a delegated subagent) links to that tool's span. Metrics: runs, turns,
-tool calls, tokens and provider retries. Everything is a no-op until the application
-installs an OpenTelemetry SDK.
+(one per tool call that starts), with GenAI semantic-convention attributes: a tool span has
+`gen_ai.operation.name = "execute_tool"`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, and
+`error.type` when the call fails. A run started from inside a tool of another run (a
+delegated subagent) links to that tool's span. Metrics: runs, turns, tool calls (those that
+started), tokens and provider retries. Everything is a no-op until the application installs
+an OpenTelemetry SDK.
 """
 
 from __future__ import annotations
@@ -124,16 +126,22 @@ class RunTrace:
             self._tools[event.tool_call_id] = self._child(
                 "tool.execute",
                 self._turn or self._run,
-                **{"tool.name": event.name, "tool.call_id": event.tool_call_id},
+                **{
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": event.name,
+                    "gen_ai.tool.call.id": event.tool_call_id,
+                },
             )
         elif isinstance(event, ToolExecutionEnd):
+            span = self._tools.pop(event.tool_call_id, None)
+            if span is None:
+                return  # the end of a call that never started: no span, not a call made
             outcome = "error" if event.is_error else "ok"
             TOOL_CALLS.add(1, {"outcome": outcome})
-            span = self._tools.pop(event.tool_call_id, None)
-            if span is not None:
-                if event.is_error:
-                    span.set_status(Status(StatusCode.ERROR, outcome))
-                span.end()
+            if event.is_error:
+                span.set_attribute("error.type", _error_type(event))
+                span.set_status(Status(StatusCode.ERROR, outcome))
+            span.end()
         elif isinstance(event, TurnEnd):
             self._end_turn()
         elif isinstance(event, AgentEnd | Error | Canceled):
@@ -183,3 +191,11 @@ class RunTrace:
         if isinstance(terminal, Error | Canceled):
             run.set_status(Status(StatusCode.ERROR, terminal.reason))
         run.end()
+
+
+def _error_type(end: ToolExecutionEnd) -> str:
+    """`error.type` of a failed call: the exception it raised, else what went wrong
+    (`timeout`, `invalid_arguments`, `not_found`, ...), else `_OTHER` (the conventions' word)."""
+    details = end.result.details or {}
+    kind = details.get("exception") or details.get("outcome")
+    return kind if isinstance(kind, str) and kind else "_OTHER"

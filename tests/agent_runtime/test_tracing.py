@@ -12,11 +12,13 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from agent_runtime import Runtime, delegate
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.messages import ToolCall
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
+from agent_runtime.tools import tool
 
 _exporter = InMemorySpanExporter()
 _reader = InMemoryMetricReader()
@@ -69,7 +71,7 @@ def test_a_delegating_run_nests_its_spans_and_the_subagent_links_back(
     assert len(chats) == 2 and all(c.attributes["gen_ai.usage.output_tokens"] > 0 for c in chats)  # type: ignore[index,operator]
     (tool_span,) = by_name(finished, "tool.execute")
     assert tool_span.parent.span_id == turns[0].context.span_id  # type: ignore[union-attr]
-    assert tool_span.attributes["tool.name"] == "delegate"  # type: ignore[index]
+    assert tool_span.attributes["gen_ai.tool.name"] == "delegate"  # type: ignore[index]
     assert [link.context.span_id for link in helper_run.links] == [tool_span.context.span_id]
     assert top_run.attributes["agent.outcome"] == "completed"  # type: ignore[index]
 
@@ -92,3 +94,41 @@ def test_run_outcomes_and_tool_calls_are_counted() -> None:
         runtime.start_agent(("s", "a", 0), model=ScriptedModel(["x"])).run("go", timeout=5)
     assert total("agent.runs", outcome="completed") == before + 1
     assert total("agent.turns") >= 1
+
+
+def test_tool_spans_carry_the_genai_tool_attributes(spans: InMemorySpanExporter) -> None:
+    @tool
+    def lookup(key: str) -> str:
+        """Looks a key up."""
+        return key
+
+    @tool
+    def broken() -> str:
+        """Fails."""
+        raise LookupError("gone")
+
+    calls = [
+        ToolCall(id="ok-1", name="lookup", arguments={"key": "k"}),
+        ToolCall(id="bad-1", name="broken", arguments={}),
+    ]
+    with Runtime.start(RuntimeConfig()) as runtime:
+        agent = runtime.start_agent(
+            ("s", "tools", 0),
+            model=ScriptedModel([ScriptedTurn(tool_calls=calls), "done"]),
+            tools=[lookup, broken],
+        )
+        agent.run("go", timeout=5)
+    tool_spans = {
+        s.attributes["gen_ai.tool.call.id"]: s  # type: ignore[index]
+        for s in by_name(list(spans.get_finished_spans()), "tool.execute")
+    }
+    assert set(tool_spans) == {"ok-1", "bad-1"}
+    ok, bad = tool_spans["ok-1"], tool_spans["bad-1"]
+    for span, name in ((ok, "lookup"), (bad, "broken")):
+        attributes = dict(span.attributes or {})
+        assert attributes["gen_ai.operation.name"] == "execute_tool"
+        assert attributes["gen_ai.tool.name"] == name
+        assert "tool.name" not in attributes and "tool.call_id" not in attributes
+    assert ok.status.status_code is StatusCode.UNSET and "error.type" not in (ok.attributes or {})
+    assert bad.status.status_code is StatusCode.ERROR
+    assert (bad.attributes or {})["error.type"] == "LookupError"
