@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import time
-from typing import Any
+from typing import Any, Literal
 
 import pykka
 
@@ -115,9 +115,12 @@ class ActorCalls:
         call must not wait."""
         return on_event_loop_thread()
 
-    def refuse_on_loop(self, what: str, instead: str) -> None:
-        """RuntimeError naming `instead` (the async twin) when called on a loop thread."""
-        refuse_on_loop(what, instead)
+    def refuse_on_loop(
+        self, what: str, instead: str, *, on_host_loop: Literal["raise", "warn"] = "raise"
+    ) -> None:
+        """RuntimeError naming `instead` (the async twin) when called on a loop thread (a
+        warning instead on an application's loop, with `on_host_loop="warn"`)."""
+        refuse_on_loop(what, instead, on_host_loop=on_host_loop)
 
     def tell_fact(self, name: str, *args: Any) -> None:
         ref = self._shell.ref

@@ -418,7 +418,14 @@ class Agent:
         return self._shell.options.check(option, value)
 
     def stop(self) -> None:
-        """Abort the run, stop the agent and its spawned subagents; idempotent."""
+        """Abort the run, stop the agent and its spawned subagents; idempotent.
+
+        Raises:
+            RuntimeError: called on the runtime's event-loop thread (use `astop`). On an
+                application's running loop it warns once (`BlockingCallWarning`): it waits
+                for the run's abort grace, so prefer `await agent.astop()` there.
+        """
+        self._calls.refuse_on_loop("Agent.stop()", "`await agent.astop()`", on_host_loop="warn")
         self._shell.host.stop_agent(self)
 
     async def astop(self) -> None:

@@ -4,12 +4,14 @@ twin, instead of freezing every agent."""
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from agent_runtime import Agent, Runtime
+from agent_runtime import Agent, Runtime, _loop_guard
+from agent_runtime._loop_guard import BlockingCallWarning
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.event_stream import Subscription
 from agent_runtime.messages import TextContent, ToolCall, ToolResultMessage
@@ -103,7 +105,9 @@ def test_an_agent_of_another_runtime_is_not_waited_on_from_this_runtimes_loop(
     assert text.startswith("refused: ") and "`await agent.arun(...)`" in text
 
 
-def test_a_sync_tool_and_an_applications_own_loop_may_block(runtime: Runtime) -> None:
+def test_a_sync_tool_may_block_and_an_applications_loop_is_told_the_async_twin(
+    runtime: Runtime,
+) -> None:
     other = runtime.start_agent(("s", "other", 0), model=ScriptedModel(["one", "two"]))
 
     @tool
@@ -119,6 +123,34 @@ def test_a_sync_tool_and_an_applications_own_loop_may_block(runtime: Runtime) ->
     assert [m.text for m in result.new_messages if isinstance(m, ToolResultMessage)] == ["one"]
 
     async def app() -> str:
-        return other.run("again", timeout=10).text  # blocks the application's loop: its call
+        with pytest.raises(RuntimeError, match=r"asyncio event loop running on this thread.*arun"):
+            other.run("again", timeout=10)  # would hold every other task of the app's loop
+        with pytest.raises(RuntimeError, match="await_idle"):
+            other.wait_for_idle(1)
+        with pytest.raises(RuntimeError, match="areset"):
+            other.reset()
+        with pytest.raises(RuntimeError, match="astream"):
+            next(iter(other.stream("x")))
+        sub = other.subscribe()
+        with pytest.raises(RuntimeError, match="async for"):
+            next(iter(sub))
+        sub.close()
+        return (await other.arun("again", timeout=10)).text
 
     assert asyncio.run(app()) == "two"
+
+
+def test_stop_on_an_applications_loop_warns_once_and_stops(runtime: Runtime) -> None:
+    agents = [runtime.start_agent(("s", "w", i), model=ScriptedModel()) for i in range(2)]
+
+    _loop_guard._warned.discard("Agent.stop()")  # warned by an earlier test of this process?
+
+    async def app() -> None:
+        with pytest.warns(BlockingCallWarning, match="astop"):
+            agents[0].stop()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            agents[1].stop()  # once per call: no second warning
+
+    asyncio.run(app())
+    assert not any(a.alive for a in agents)
