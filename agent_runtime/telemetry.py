@@ -196,6 +196,11 @@ def log_content() -> bool:
 def telemetry_enabled() -> bool:
     """Whether an OpenTelemetry SDK (a tracer or a meter provider) is installed: without one,
     spans and metrics are no-ops and the runtime skips the work of recording them."""
+    return _sdk_installed()
+
+
+def _sdk_installed() -> bool:
+    """Whether a tracer or meter provider other than the API's default is installed."""
     tracing = not isinstance(
         trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
     )
@@ -205,6 +210,33 @@ def telemetry_enabled() -> bool:
         or type(provider).__name__.startswith("_Proxy")
     )
     return tracing or metering
+
+
+GEN_AI_SECONDS: tuple[float, ...] = tuple(0.01 * 2**n for n in range(14))  # 0.01 ... 81.92
+"""The GenAI conventions' buckets for `gen_ai.client.operation.duration` (seconds)."""
+
+GEN_AI_TOKENS: tuple[int, ...] = tuple(4**n for n in range(14))  # 1, 4, 16, ... 67108864
+"""The GenAI conventions' buckets for `gen_ai.client.token.usage`."""
+
+
+def gen_ai_histograms(m: metrics.Meter) -> tuple[metrics.Histogram, metrics.Histogram]:
+    """`gen_ai.client.operation.duration` (s) and `gen_ai.client.token.usage` ({token}) on
+    `m`, with the GenAI conventions' buckets. Every caller gets the same two instruments of
+    a meter (the agent loop's and `ObservableModel`'s are one)."""
+    return (
+        m.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="Model call duration",
+            explicit_bucket_boundaries_advisory=GEN_AI_SECONDS,
+        ),
+        m.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Tokens per model call",
+            explicit_bucket_boundaries_advisory=GEN_AI_TOKENS,
+        ),
+    )
 
 
 def tracer() -> trace.Tracer:

@@ -18,6 +18,7 @@ import pykka
 import structlog
 
 from agent_runtime._errors import AgentStopped
+from agent_runtime._gauges import watch as watch_in_gauges
 from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortSignal, AbortTable
 from agent_runtime.agent import Agent
@@ -134,6 +135,7 @@ class Runtime:
             configure_structlog(config.telemetry)
         runtime = cls(config, name or f"runtime-{next(_runtime_ids)}")
         runtime._start_tree()
+        watch_in_gauges(runtime)
         log.info("runtime.started", runtime=runtime.name)
         return runtime
 
