@@ -155,7 +155,11 @@ def test_an_observable_model_is_not_counted_twice() -> None:
 
 
 @pytest.fixture
-def logs_at(request: pytest.FixtureRequest) -> Iterator[None]:
+def logs_at(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """structlog at `request.param`'s level for the test; the suite's configuration after."""
+    configured, saved = structlog.is_configured(), structlog.get_config()
+    for name in ("_configured_by_us", "_log_content"):
+        monkeypatch.setattr(telemetry, name, getattr(telemetry, name))
     telemetry.configure_logging(
         TelemetryConfig(log_level=request.param), stream=io.StringIO(), force=True
     )
@@ -163,6 +167,8 @@ def logs_at(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         structlog.reset_defaults()
+        if configured:
+            structlog.configure(**saved)
 
 
 @pytest.mark.parametrize("logs_at", ["info"], indirect=True)
