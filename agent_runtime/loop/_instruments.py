@@ -4,8 +4,8 @@ Created once, at import, on the runtime's meter: until the application (or
 `telemetry.exporter`) installs an SDK they are the API's no-op proxies, and a run skips
 recording altogether (`telemetry_enabled()`). Durations are in seconds.
 
-Counters: `agent.runs` (by `outcome`), `agent.turns`, `agent.tool_calls` (by `outcome`: ok |
-error), `agent.tokens` (by `type`: input | output), `agent.provider_retries`.
+Counters: `agent.runs` (by `outcome`), `agent.turns`, `agent.tool_calls` (started ones, by
+`outcome`: ok | error), `agent.tokens` (by `type`: input | output), `agent.provider_retries`.
 Histograms:
 - `gen_ai.client.operation.duration` (s) and `gen_ai.client.token.usage` ({token}, by
   `gen_ai.token.type`): one model call (attempt) each, with the GenAI attributes
@@ -14,8 +14,9 @@ Histograms:
 - `agent_runtime.time_to_first_token` (s): from the request to its first streamed chunk;
 - `agent_runtime.run.duration` (s, by `agent.role` and `outcome`: completed | failed |
   canceled | closed) and `agent_runtime.turn.duration` (s, by `agent.role`);
-- `agent_runtime.tool.duration` (s, by `tool.name` and `outcome`: ok, or the error result's
-  `details.outcome`: error | timeout | invalid_arguments | not_found | unknown | ...).
+- `agent_runtime.tool.duration` (s, by `gen_ai.tool.name` and `outcome`: ok, or an error's
+  `details.outcome`: error | timeout | invalid_arguments | not_found | unknown | ...), for
+  the calls that started.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Spans, metrics and introspection lines of a run, derived from its events (DESIGN.md 10).
 
 Spans: `agent.run` > `agent.turn` > `gen_ai.chat` (one per model attempt) / `tool.execute`
-(one per tool call), with GenAI semantic-convention attributes (`gen_ai.operation.name`,
-`gen_ai.system`, `gen_ai.request.model`, `gen_ai.usage.*`, `gen_ai.tool.name`, ...). A run
+(one per tool call that starts), with GenAI semantic-convention attributes
+(`gen_ai.operation.name`, `gen_ai.system`, `gen_ai.request.model`, `gen_ai.usage.*`; a tool
+span `gen_ai.tool.name`, `gen_ai.tool.call.id`, and `error.type` when the call fails). A run
 started where a span is current (a delegating tool's: a subagent's run; an application's
 request span) is that span's child, in its trace. Metrics: see `_instruments`.
 
@@ -96,6 +97,13 @@ def _error_type(text: str) -> str:
     the text itself when it is one word (`empty_assistant_response`); else "error"."""
     found = _CODE.search(text) or _REASON_CODE.match(text)
     return found.group(1) if found else "error"
+
+
+def _tool_error_type(details: dict[str, Any]) -> str:
+    """`error.type` of a failed call: the exception it raised, else what went wrong
+    (`timeout`, `invalid_arguments`, `not_found`, ...), else `_OTHER` (the conventions' word)."""
+    kind = details.get("exception") or details.get("outcome")
+    return kind if isinstance(kind, str) and kind else "_OTHER"
 
 
 class RunTrace:
@@ -233,8 +241,6 @@ class RunTrace:
                         "gen_ai.operation.name": "execute_tool",
                         "gen_ai.tool.name": event.name,
                         "gen_ai.tool.call.id": event.tool_call_id,
-                        "tool.name": event.name,
-                        "tool.call_id": event.tool_call_id,
                     },
                 )
             self._tools[event.tool_call_id] = (span, now)
@@ -327,18 +333,22 @@ class RunTrace:
     # -- tools and turns --------------------------------------------------------------------------
 
     def _tool_ended(self, event: ToolExecutionEnd, now: int) -> None:
-        span, started = self._tools.pop(event.tool_call_id, (None, now))
+        if event.tool_call_id not in self._tools:
+            return  # the end of a call that never started: no span, not a call made
+        span, started = self._tools.pop(event.tool_call_id)
         self._tool_calls += 1
-        details = event.result.details if isinstance(event.result.details, dict) else {}
+        details = event.result.details or {}
         outcome = str(details.get("outcome", "error")) if event.is_error else "ok"
         seconds = (now - started) / 1e9
+        name = {"gen_ai.tool.name": event.name}
         if self._spans:
             m.TOOL_CALLS.add(1, {"outcome": "error" if event.is_error else "ok"})
-            m.TOOL_DURATION.record(seconds, {"tool.name": event.name, "outcome": outcome})
+            m.TOOL_DURATION.record(seconds, {**name, "outcome": outcome})
         self._introspect(
             span,
             "tool.use.observed",
-            **{"tool.name": event.name, "tool.call_id": event.tool_call_id},
+            **name,
+            **{"gen_ai.tool.call.id": event.tool_call_id},
             outcome=outcome,
             is_error=event.is_error,
             duration_s=seconds,
@@ -347,6 +357,7 @@ class RunTrace:
             return
         span.set_attribute("tool.outcome", outcome)
         if event.is_error and not details.get("cancelled"):
+            span.set_attribute("error.type", _tool_error_type(details))
             span.set_status(Status(StatusCode.ERROR, outcome))
         span.end(now + self._wall)
 

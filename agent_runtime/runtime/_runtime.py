@@ -20,6 +20,7 @@ import structlog
 from agent_runtime._errors import AgentStopped
 from agent_runtime._gauges import watch as watch_in_gauges
 from agent_runtime._key import AgentKey
+from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.abort import AbortSignal, AbortTable
 from agent_runtime.agent import Agent
 from agent_runtime.config import RuntimeConfig, load_config
@@ -300,7 +301,11 @@ class Runtime:
 
         Raises:
             TimeoutError: the tree did not stop within `timeout` seconds.
+            RuntimeError: called on a runtime's event-loop thread (from a tool). On an
+                application's running loop it warns once (`BlockingCallWarning`): use
+                `await runtime.astop()` there.
         """
+        refuse_on_loop("Runtime.stop()", "`await runtime.astop()`", on_host_loop="warn")
         with self._lock:
             if self._stopped:
                 return

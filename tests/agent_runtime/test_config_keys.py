@@ -23,7 +23,14 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from agent_runtime import AgentStopped, RunFailed, Runtime, StreamOverflow, telemetry
+from agent_runtime import (
+    AgentStopped,
+    MemoryStoreError,
+    RunFailed,
+    Runtime,
+    StreamOverflow,
+    telemetry,
+)
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.events import (
     AgentEnd,
@@ -568,6 +575,19 @@ def test_memory_path_is_where_the_session_history_is_stored(tmp_path: Path) -> N
     assert path.exists() and not DEFAULT_DB.exists()
     with started(memory__path=str(path)) as runtime:
         assert len(runtime.memory.history("s").messages) == 2
+
+
+@covers("memory.dsn")
+def test_memory_dsn_is_the_server_a_postgres_store_opens() -> None:
+    # Port 1 of 127.0.0.1 refuses at once: the error names this DSN, without its password.
+    dsn = "postgresql://agent:s3cret@127.0.0.1:1/agents"
+    named = r"'postgresql://agent@127\.0\.0\.1:1/agents'"
+    with (
+        pytest.raises(MemoryStoreError, match=named) as caught,
+        started(memory__store="postgres", memory__dsn=dsn),
+    ):
+        pass
+    assert "s3cret" not in str(caught.value)
 
 
 def seeded(runtime: Runtime, *texts: str) -> None:

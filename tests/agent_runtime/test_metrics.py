@@ -135,7 +135,7 @@ def test_runs_turns_and_tools_have_duration_histograms_in_seconds(busy: Captured
     (run,) = busy.points("agent_runtime.run.duration", **role, outcome="completed")
     (turns,) = busy.points("agent_runtime.turn.duration", **role)
     (tool_point,) = busy.points(
-        "agent_runtime.tool.duration", **{"tool.name": "wait_here"}, outcome="ok"
+        "agent_runtime.tool.duration", **{"gen_ai.tool.name": "wait_here"}, outcome="ok"
     )
     assert (run["count"], turns["count"], tool_point["count"]) == (1, 2, 1)
     assert run["sum"] >= tool_point["sum"] > 0
@@ -201,5 +201,5 @@ def test_introspection_events_are_debug_lines_without_content() -> None:
         "agent.loop.ended",
     ]
     assert all(line["log_level"] == "debug" and line["role"] == "a" for line in lines)
-    assert lines[1]["tool.name"] == "lookup" and lines[-1]["outcome"] == "completed"
+    assert lines[1]["gen_ai.tool.name"] == "lookup" and lines[-1]["outcome"] == "completed"
     assert "secret" not in json.dumps(lines, default=str)

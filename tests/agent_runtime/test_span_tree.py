@@ -82,6 +82,9 @@ from agent_runtime.testing import ScriptedModel, ScriptedTurn
 
 started, release = threading.Event(), threading.Event()
 
+def call(call_id):
+    return ToolCall(id=call_id, name="stuck")
+
 @tool
 def stuck() -> str:
     \"\"\"Ignores aborts.\"\"\"
@@ -92,7 +95,7 @@ def stuck() -> str:
 with Runtime.start(RuntimeConfig()) as runtime:
     agent = runtime.start_agent(
         ("s", "stuck", 0),
-        model=ScriptedModel([ScriptedTurn(tool_calls=[ToolCall(id="x1", name="stuck")])]),
+        model=ScriptedModel([ScriptedTurn(tool_calls=[call("x1"), call("x2")])]),
         tools=[stuck],
         abort_grace=0.01,
     )
@@ -139,7 +142,7 @@ def test_a_run_with_two_tool_calls_nests_turns_chats_and_tools(tree: Captured) -
     assert len(tree.children(first, "gen_ai.chat")) == len(tree.children(second, "gen_ai.chat"))
     assert len(tree.children(second, "gen_ai.chat")) == 1
     tools = by_start(tree.children(first, "tool.execute"))
-    assert [t["attributes"]["tool.name"] for t in tools] == ["lookup", "delegate"]
+    assert [t["attributes"]["gen_ai.tool.name"] for t in tools] == ["lookup", "delegate"]
     assert tree.children(second, "tool.execute") == []
     assert run["attributes"]["agent.outcome"] == "completed" and run["status"] == "UNSET"
 
@@ -147,7 +150,7 @@ def test_a_run_with_two_tool_calls_nests_turns_chats_and_tools(tree: Captured) -
 def test_a_delegated_subagents_run_is_a_child_of_the_delegating_tool_span(
     tree: Captured,
 ) -> None:
-    tool_span = tree.one("tool.execute", **{"tool.name": "delegate"})
+    tool_span = tree.one("tool.execute", **{"gen_ai.tool.name": "delegate"})
     helper = tree.one("agent.run", **{"agent.role": "helper"})
     assert helper["parent_id"] == tool_span["span_id"]
     (turn,) = tree.children(helper, "agent.turn")
@@ -169,15 +172,16 @@ def test_spans_carry_the_genai_and_agent_attribute_names(tree: Captured) -> None
     usage = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
     assert all(chat["attributes"][name] > 0 for name in usage)
     assert chat["attributes"]["gen_ai.response.finish_reasons"] == ["tool_use"]
-    lookup = tree.one("tool.execute", **{"tool.name": "lookup"})
+    lookup = tree.one("tool.execute", **{"gen_ai.tool.name": "lookup"})
     attrs = lookup["attributes"]
     assert {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "lookup",
         "tool.outcome": "ok",
     }.items() <= attrs.items()
-    assert attrs["gen_ai.tool.call.id"] == attrs["tool.call_id"]
-    assert attrs["tool.call_id"].startswith("t1")  # the provider's id, made unique
+    assert attrs["gen_ai.tool.call.id"].startswith("t1")  # the provider's id, made unique
+    assert "error.type" not in attrs and lookup["status"] == "UNSET"
+    assert "tool.name" not in attrs and "tool.call_id" not in attrs  # the conventions' names
     assert identity <= set(attrs)
 
 
@@ -194,7 +198,7 @@ def test_introspection_events_mark_the_loop_its_turns_and_tool_uses(tree: Captur
     assert events_named(second, "agent.turn.observed")[0]["stop_reason"] == "stop"
     for tool_span in tree.children(first, "tool.execute"):
         (use,) = events_named(tool_span, "tool.use.observed")
-        assert use["tool.name"] == tool_span["attributes"]["tool.name"]
+        assert use["gen_ai.tool.name"] == tool_span["attributes"]["gen_ai.tool.name"]
         assert use["outcome"] == "ok" and use["is_error"] is False
 
 
@@ -226,9 +230,10 @@ def test_a_failed_model_call_is_an_error_span_and_its_retry_a_span_event(
 
 
 def test_a_tool_error_sets_the_tool_spans_error_status(failures: Captured) -> None:
-    boom = failures.one("tool.execute", **{"tool.name": "boom"})
+    boom = failures.one("tool.execute", **{"gen_ai.tool.name": "boom"})
     assert boom["status"] == "ERROR"
     assert boom["attributes"]["tool.outcome"] == "error"
+    assert boom["attributes"]["error.type"] == "ValueError"  # the exception it raised
     assert events_named(boom, "tool.use.observed")[0]["is_error"] is True
 
 
@@ -250,6 +255,8 @@ def test_an_abort_is_a_span_event_of_the_run_not_an_error(aborted: Captured) -> 
     assert run["status"] == "UNSET" and run["attributes"]["agent.outcome"] == "canceled"
     ended = events_named(run, "agent.loop.ended")[0]
     assert (ended["outcome"], ended["reason"]) == ("canceled", "user_abort")
-    stuck = aborted.one("tool.execute", **{"tool.name": "stuck"})
+    stuck = aborted.one("tool.execute", **{"gen_ai.tool.name": "stuck"})  # x2 never started
     assert stuck["attributes"]["tool.outcome"] == "unknown"  # abandoned after abort_grace
     assert stuck["status"] == "UNSET"
+    (calls,) = aborted.points("agent.tool_calls")
+    assert calls["value"] == 1
