@@ -78,7 +78,9 @@ class _Run:
         info = config.model.info
         run_id = config.run_id or new_run_id()
         self.agent, self.run_id = key, run_id
-        self.trace = RunTrace(key, run_id, info.model, info.provider, config.trace_links)
+        self.trace = RunTrace(
+            key, run_id, info.model, info.provider, config.trace_links, config.model
+        )
         self.log = log.bind(
             run_id=run_id,
             session=key.session if key else None,

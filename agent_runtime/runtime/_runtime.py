@@ -18,6 +18,7 @@ import pykka
 import structlog
 
 from agent_runtime._errors import AgentStopped
+from agent_runtime._gauges import watch as watch_in_gauges
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.abort import AbortSignal, AbortTable
@@ -28,6 +29,7 @@ from agent_runtime.registry import AgentRegistry
 from agent_runtime.runtime._holder import TableOwner
 from agent_runtime.runtime._subagents import Subagents
 from agent_runtime.telemetry import configure_logging as configure_structlog
+from agent_runtime.telemetry import install_exporter
 from agent_runtime.tools import ToolRegistry
 from supervisors import (
     AsyncTaskSupervisor,
@@ -119,10 +121,12 @@ class Runtime:
         (config/runtime.toml and `AGENT_RUNTIME_*` overrides). With `configure_logging`
         (the default) structlog is set up from `[telemetry]` unless the application
         configured it first, which is never overridden; `False` leaves structlog and
-        logging alone. Blocks while the tree starts: from asyncio use `astart`.
+        logging alone. `[telemetry] exporter = "console"` or `"otlp"` installs the global
+        OpenTelemetry providers, once per process (`telemetry.install_exporter`); the default
+        `"none"` installs nothing. Blocks while the tree starts: from asyncio use `astart`.
 
         Raises:
-            ConfigError: the configuration is invalid.
+            ConfigError: the configuration is invalid (or names an exporter not installed).
             TypeError: `config` is of another type.
         """
         if config is None or isinstance(config, str | os.PathLike):
@@ -133,8 +137,10 @@ class Runtime:
             )
         if configure_logging:
             configure_structlog(config.telemetry)
+        install_exporter(config.telemetry)
         runtime = cls(config, name or f"runtime-{next(_runtime_ids)}")
         runtime._start_tree()
+        watch_in_gauges(runtime)
         log.info("runtime.started", runtime=runtime.name)
         return runtime
 
