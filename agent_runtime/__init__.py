@@ -17,6 +17,7 @@ from agent_runtime._errors import (
     StreamOverflow,
 )
 from agent_runtime._key import AgentKey
+from agent_runtime._loop_guard import BlockingCallWarning
 from agent_runtime.abort import Aborted, AbortSignal, AbortTable
 from agent_runtime.agent import Agent, AgentOptions, AgentState, RunEvents, RunResult
 from agent_runtime.agent._delegate import delegate
@@ -111,6 +112,7 @@ __all__ = [
     "QuotaExceededError",
     "RateLimitError",
     "Agent",
+    "BlockingCallWarning",
     "AgentBusy",
     "AgentOptions",
     "AgentState",

@@ -23,6 +23,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -168,8 +169,13 @@ class MemoryConfig(_Section):
     required then). Both are None (off) by default.
     """
 
-    store: Literal["sqlite", "memory"] = "sqlite"
+    # "sqlite": the file at `path`; "memory": process memory; "postgres": the server at `dsn`
+    # (a libpq connection string or postgresql:// URI, needs the `postgres` extra), shared by
+    # processes. `dsn` is a secret: no repr, dump or config error shows it (set it with
+    # AGENT_RUNTIME_MEMORY__DSN to keep a password out of the file).
+    store: Literal["sqlite", "memory", "postgres"] = "sqlite"
     path: str = ".agent_runtime/memory.sqlite3"
+    dsn: SecretStr | None = None
     read: bool = True
     write: bool = True
     last_n: int | None = Field(None, ge=1)
@@ -184,6 +190,13 @@ class MemoryConfig(_Section):
             raise ValueError("the session memory path must name a file, not be empty")
         return value
 
+    @field_validator("dsn")
+    @classmethod
+    def _check_dsn(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("the session memory dsn must name a database, not be empty")
+        return value
+
 
 class TelemetryConfig(_Section):
     """Logs and traces (DESIGN.md 10). `log_format = "auto"`: console on a TTY, else JSON.
@@ -195,7 +208,17 @@ class TelemetryConfig(_Section):
     log_format: Literal["auto", "console", "json"] = "auto"
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     log_content: bool = False
+    # OpenTelemetry providers Runtime.start installs (once per process; see
+    # agent_runtime.telemetry.install_exporter): none (the application's SDK, if any) |
+    # console (stdout) | otlp (needs the package opentelemetry-exporter-otlp).
+    exporter: Literal["none", "console", "otlp"] = "none"
     status_socket: str | None = Field(None, min_length=1)
+
+    @field_validator("exporter", mode="before")
+    @classmethod
+    def _none_exporter(cls, value: object) -> object:
+        # AGENT_RUNTIME_TELEMETRY__EXPORTER=none arrives as None (the environment's null).
+        return "none" if value is None else value
 
 
 class RuntimeConfig(_Section):
@@ -210,6 +233,17 @@ class RuntimeConfig(_Section):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+
+    @model_validator(mode="after")
+    def _check_memory_dsn(self) -> RuntimeConfig:
+        if self.memory.store == "postgres" and self.memory.dsn is None:
+            raise PydanticCustomError(
+                "missing_dsn",
+                'is needed by memory.store = "postgres" (the server\'s connection string, '
+                'e.g. "postgresql://user@host/db")',
+                {"key": "memory.dsn", "value": None},
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_default_profile(self) -> RuntimeConfig:

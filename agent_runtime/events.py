@@ -234,7 +234,9 @@ class ToolExecutionUpdate(_EventBase):
 
 
 class ToolExecutionEnd(_EventBase):
-    """A tool call finished; exactly one per started call, also when it failed or was aborted."""
+    """A tool call's result: exactly one per call, also when it failed or was aborted, and
+    for a call that never started (skipped by steering, or not started before an abort; no
+    `ToolExecutionStart` precedes it), always before the next turn or the run's terminal."""
 
     type: Literal["tool_execution_end"] = "tool_execution_end"
     tool_call_id: str

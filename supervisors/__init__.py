@@ -10,11 +10,13 @@ from supervisors._async_tasks import AsyncTaskSupervisor
 from supervisors._dynamic import DynamicSupervisor
 from supervisors._errors import (
     ChildStartError,
+    EventLoopDied,
     MaxChildrenReached,
     SupervisorError,
     SupervisorStopped,
 )
 from supervisors._introspect import supervisor_of
+from supervisors._loop_thread import on_event_loop_thread
 from supervisors._spec import ChildCounts, ChildInfo, ChildSpec
 from supervisors._supervisor import Supervisor
 from supervisors._tasks import TaskSupervisor
@@ -26,6 +28,7 @@ __all__ = [
     "ChildSpec",
     "ChildStartError",
     "DynamicSupervisor",
+    "EventLoopDied",
     "ExitReason",
     "MaxChildrenReached",
     "Monitor",
@@ -37,5 +40,6 @@ __all__ = [
     "exit_reason",
     "kill",
     "monitor",
+    "on_event_loop_thread",
     "supervisor_of",
 ]

@@ -14,6 +14,8 @@ import pykka
 import structlog
 from pykka._envelope import Envelope
 
+from supervisors._describe import describe
+
 log = structlog.get_logger(__name__)
 
 ExitKind = Literal["normal", "crash", "killed", "noproc"]
@@ -197,7 +199,7 @@ class _EscapedBaseException(Exception):
 def _crash(exc: BaseException) -> ExitReason:
     cause = exc.__cause__ if isinstance(exc, _EscapedBaseException) else None
     original = cause if cause is not None else exc
-    return ExitReason("crash", f"{type(original).__name__}: {original}", original)
+    return ExitReason("crash", describe(original), original)
 
 
 def _call(callback: ExitCallback, ref: pykka.ActorRef[Any], reason: ExitReason) -> None:

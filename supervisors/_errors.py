@@ -30,3 +30,19 @@ class ChildStartError(SupervisorError):
 
 class SupervisorStopped(SupervisorError):
     """The supervisor is no longer running."""
+
+
+class EventLoopDied(SupervisorError):
+    """The event-loop thread of an `AsyncTaskSupervisor` ended without being stopped.
+
+    The future of every task that was still on that loop fails with it.
+
+    Attributes:
+        loop: the name of the loop.
+        reason: why it ended.
+    """
+
+    def __init__(self, loop: str, reason: str) -> None:
+        super().__init__(f"event loop {loop!r} died: {reason}")
+        self.loop = loop
+        self.reason = reason

@@ -8,6 +8,7 @@ import pykka
 import structlog
 
 from supervisors._actor import SupervisedActor, actor_of, exit_reason, kill
+from supervisors._describe import describe
 from supervisors._errors import ChildStartError
 from supervisors._spec import ChildSpec, Shutdown
 
@@ -31,7 +32,7 @@ def start_child(spec: ChildSpec) -> pykka.ActorRef[Any]:
     try:
         ref = spec.start()
     except Exception as exc:
-        raise ChildStartError(spec.id, f"{type(exc).__name__}: {exc}") from exc
+        raise ChildStartError(spec.id, describe(exc)) from exc
     if not isinstance(ref, pykka.ActorRef):
         raise ChildStartError(spec.id, f"start returned {ref!r}, not a pykka.ActorRef")
     if not issubclass(ref.actor_class, SupervisedActor):

@@ -15,6 +15,7 @@ import pykka
 import structlog
 
 from supervisors._actor import SupervisedActor, actor_of
+from supervisors._describe import describe
 from supervisors._handle import ActorHandle
 
 log = structlog.get_logger(__name__)
@@ -111,7 +112,7 @@ class TaskPool:
             log.warning(
                 "tasks.task.failed",
                 pool=self.name,
-                error=f"{type(exc).__name__}: {exc}",
+                error=describe(exc),
                 exc_info=exc,
             )
 

@@ -6,13 +6,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import time
-from typing import Any
+from typing import Any, Literal
 
 import pykka
 
 from agent_runtime._errors import AgentStopped
+from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.agent._messages import Call, Fact
 from agent_runtime.agent._shell import AgentShell, IncarnationExited
+from supervisors import on_event_loop_thread
 
 # An actor answers every call at once (no handler waits on the loop or on another agent); this
 # bounds a call to an actor that is wedged in a bug.
@@ -109,18 +111,16 @@ class ActorCalls:
             raise AgentStopped(self.key)
 
     def on_loop_thread(self) -> bool:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        return running is self._shell.host.loop_tasks.loop
+        """True on a runtime's event-loop thread (this runtime's or another's), where a
+        call must not wait."""
+        return on_event_loop_thread()
 
-    def refuse_on_loop(self, what: str) -> None:
-        if self.on_loop_thread():
-            raise RuntimeError(
-                f"{what} would block the runtime's event loop (called from an async tool or "
-                "the loop thread): use the async API (arun, astream, async for) instead"
-            )
+    def refuse_on_loop(
+        self, what: str, instead: str, *, on_host_loop: Literal["raise", "warn"] = "raise"
+    ) -> None:
+        """RuntimeError naming `instead` (the async twin) when called on a loop thread (a
+        warning instead on an application's loop, with `on_host_loop="warn"`)."""
+        refuse_on_loop(what, instead, on_host_loop=on_host_loop)
 
     def tell_fact(self, name: str, *args: Any) -> None:
         ref = self._shell.ref

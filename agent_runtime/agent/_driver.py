@@ -33,6 +33,7 @@ from agent_runtime.events import (
 from agent_runtime.llm._abortable import aclose_quietly
 from agent_runtime.memory import SessionWriter
 from agent_runtime.messages import AssistantMessage, Message
+from supervisors import EventLoopDied
 
 # How long a run's end waits for its last session-memory append (the writer logs failures).
 COMMIT_WAIT = 30.0
@@ -97,7 +98,8 @@ class RunDriver:
         shell = self.shell
         previous, shell.last_driver = shell.last_driver, asyncio.current_task()
         try:
-            if previous is not None and not previous.done():
+            # (A driver left on an event loop that died never finishes: not waited for.)
+            if previous is not None and not previous.done() and not previous.get_loop().is_closed():
                 await asyncio.wait([previous])
             while self.terminal is None:
                 event = await self._next()
@@ -141,10 +143,30 @@ class RunDriver:
         )
 
     def done(self, future: Future[None]) -> None:
-        """The driver's task ended; one cancelled before it ran still settles the run."""
-        if future.cancelled() and self.terminal is None:
-            self._stopped_mid_run()
-            self._settle()
+        """The driver's task ended; one cancelled before it ran still settles the run, and
+        one whose event loop died under it ends the run with `Error("loop_crashed: ...")`."""
+        if future.cancelled():
+            if self.terminal is None:
+                self._stopped_mid_run()
+                self._settle()
+        elif isinstance(lost := future.exception(), EventLoopDied):
+            self._lost_loop(lost)
+
+    def _lost_loop(self, error: EventLoopDied) -> None:
+        """End the run now, from the dying loop's thread: none of its tasks runs again."""
+        if self.terminal is None:
+            reason = f"loop_crashed: {error}"
+            dangling = pair_dangling_calls(self.run_messages, reason)
+            self.unit.extend(dangling)
+            self._commit()
+            self.terminal = Error(
+                agent=self.shell.key, run_id=self.view.run_id, seq=self.last_seq + 1, reason=reason
+            )
+            self.facts.append(("run_ended", (self.terminal, dangling)))
+            self._flush()
+            self.shell.push_now(self.terminal)
+            self.view.signal.abort(reason)  # for its sync tools still running in their threads
+        self._settle()
 
     def _apply(self, event: Event) -> None:
         view = self.view

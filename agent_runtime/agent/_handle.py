@@ -166,9 +166,10 @@ class Agent:
         Raises:
             TimeoutError: still running after `timeout` seconds.
             AgentStopped: the agent was stopped before the call.
-            RuntimeError: called on the runtime's event-loop thread (it would block every agent).
+            RuntimeError: called on the runtime's event-loop thread (it would block every
+                agent): use `await_idle`.
         """
-        self._calls.refuse_on_loop("wait_for_idle()")
+        self._calls.refuse_on_loop("Agent.wait_for_idle()", "`await agent.await_idle(...)`")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             ended = self._calls.call("idle_future")
@@ -191,7 +192,7 @@ class Agent:
             TimeoutError: it did not end within `timeout` (the run goes on).
             RuntimeError: called on the runtime's event-loop thread (use `arun`).
         """
-        self._calls.refuse_on_loop("Agent.run()")
+        self._calls.refuse_on_loop("Agent.run()", "`await agent.arun(...)`")
         view = self._start(input)
         try:
             terminal = view.outcome.result(timeout)
@@ -235,7 +236,7 @@ class Agent:
         Raises:
             RuntimeError: called on the runtime's event-loop thread (use `astream`).
         """
-        self._calls.refuse_on_loop("Agent.stream()")
+        self._calls.refuse_on_loop("Agent.stream()", "`async for event in agent.astream(...)`")
         sub = self.subscribe()
         try:
             run_id = self.prompt(input)
@@ -350,7 +351,7 @@ class Agent:
             TimeoutError: the aborted run did not end within 10 s.
             RuntimeError: called on the runtime's event-loop thread.
         """
-        self._calls.refuse_on_loop("Agent.reset()")
+        self._calls.refuse_on_loop("Agent.reset()", "`await agent.areset()`")
         while not self._calls.call("reset"):  # a run is in progress: end it first
             self.abort("reset")
             self.wait_for_idle(10.0)
@@ -417,7 +418,14 @@ class Agent:
         return self._shell.options.check(option, value)
 
     def stop(self) -> None:
-        """Abort the run, stop the agent and its spawned subagents; idempotent."""
+        """Abort the run, stop the agent and its spawned subagents; idempotent.
+
+        Raises:
+            RuntimeError: called on the runtime's event-loop thread (use `astop`). On an
+                application's running loop it warns once (`BlockingCallWarning`): it waits
+                for the run's abort grace, so prefer `await agent.astop()` there.
+        """
+        self._calls.refuse_on_loop("Agent.stop()", "`await agent.astop()`", on_host_loop="warn")
         self._shell.host.stop_agent(self)
 
     async def astop(self) -> None:

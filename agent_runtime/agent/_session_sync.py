@@ -62,6 +62,8 @@ class SessionMirror:
         After a compaction (`changes.replaced`), the agent's own messages not in the new
         history are kept after it only if they may not be stored yet: with `own_all_stored`
         (the caller saw its writes land) they were compacted away like the rest."""
+        if changes.sequence == self.sequence and not changes.messages:
+            return None  # nothing was committed since (a session still empty says replaced)
         own = list(self.own_pending)
         matched = 0
         foreign = False

@@ -10,6 +10,7 @@ from types import TracebackType
 
 from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime._key import AgentKey
+from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.event_stream._stream import EventStream, OverflowPolicy
 from agent_runtime.events import Error, Event, is_terminal
 
@@ -95,7 +96,8 @@ class Subscription:
             if left is not None and left <= 0:
                 return None
 
-    def _read(self, deadline: float | None) -> Iterator[Event]:
+    def _read(self, deadline: float | None, what: str, instead: str) -> Iterator[Event]:
+        refuse_on_loop(what, instead)
         while not self._finished:
             event = self._next(deadline)
             if event is None:
@@ -113,8 +115,10 @@ class Subscription:
 
         Raises:
             StreamOverflow: the subscription was closed because this reader fell behind.
+            RuntimeError: iterated on the runtime's event-loop thread, where waiting would
+                freeze every agent (use `async for`).
         """
-        yield from self._read(None)
+        yield from self._read(None, "iterating a Subscription", "`async for event in sub`")
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         """`__iter__` for asyncio: waiting never blocks the event loop, and events are taken
@@ -171,9 +175,14 @@ class Subscription:
         Raises:
             TimeoutError: the run did not end within `timeout` seconds.
             StreamOverflow: the subscription was closed because this reader fell behind.
+            RuntimeError: iterated on the runtime's event-loop thread, where waiting would
+                freeze every agent (use `auntil_end`).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        for event in self._read(deadline):
+        reading = self._read(
+            deadline, "Subscription.until_end()", "`async for event in sub.auntil_end(...)`"
+        )
+        for event in reading:
             yield event
             if self._ends_run(event, run_id):
                 return

@@ -100,7 +100,9 @@ class ToolBatch:
     Groups run in order (`plan_groups`); before each group after the first, steering is
     polled: if a message arrived, the remaining calls are skipped (already started ones have
     finished). On abort, running calls get `abort_grace` to finish, then are abandoned;
-    unstarted calls are not run. Every call gets exactly one result, in call order.
+    unstarted calls are not run. Every call gets exactly one result, in call order, and every
+    result is announced by one `ToolExecutionEnd` before the batch ends: a call that never
+    started (skipped or not started) gets its end without a `ToolExecutionStart`.
     """
 
     def __init__(
@@ -180,11 +182,12 @@ class ToolBatch:
             self.outcome.aborted = str(self.signal.reason)
         for call in self.calls:
             result = self._done.get(call.id)
-            if result is None:
+            if result is None:  # never started: announced here, as every result is
                 if self.outcome.aborted is not None:
                     result = not_started_result(call, self.outcome.aborted)
                 else:
                     result = skipped_result(call)
+                yield self._end_event(call, result)
             self.outcome.results.append((call, result))
 
     async def _run_group(self, group: list[ToolCall]) -> AsyncGenerator[Event, None]:

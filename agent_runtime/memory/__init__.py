@@ -13,14 +13,21 @@ with memory.subscribe("s1") as sub:                        # MemoryAdded / Memor
 writer = SessionWriter(memory)                             # appends off the event loop, in order
 await asyncio.wrap_future(writer.append("s1", turn))       # per session; writer.close() drains
 context = window(h.messages, MemoryPolicy.limited_window(20).last_n)
+new = memory.changes("s1", since=h.sequence)     # SessionChanges(messages, sequence, replaced)
+memory.kv("s1").put("plan", {"step": 2})                   # per-session JSON state (SessionState)
+memory = SessionMemory(PostgresStore("postgresql://agent@db/agents"))   # shared by processes
 ```
 
 A session's `sequence` counts its committed changes (appends, compactions, deletes); it only
-grows, which makes `compact(..., expected_sequence)` an optimistic-concurrency check. Stores:
-`SqliteStore` (the default: a change whose call returned survives a crash) and `InMemoryStore`
-(tests); both implement the `MemoryStore` protocol with the same semantics. A store that cannot
-open its file, or fails a change or a read, raises `MemoryStoreError` naming the file and the
-cause; a failed append is counted by the metric `agent_runtime.memory.append_failures`.
+grows, which makes `compact(..., expected_sequence)` an optimistic-concurrency check, and
+`changes(session, since)` an incremental read (what was appended after `since`, or the whole
+history after a compaction). `SessionHistory.bytes` is the history's size in JSON bytes, kept by
+the store at every change. Stores: `SqliteStore` (the default: a change whose call returned
+survives a crash), `PostgresStore(dsn)` (a server shared by several processes; needs the
+`postgres` extra) and `InMemoryStore` (tests); all implement the `MemoryStore` protocol with
+the same semantics. A store that cannot open, or fails a change or a read, raises
+`MemoryStoreError` naming the store (its file, or its DSN without the password) and the cause;
+a failed append is counted by the metric `agent_runtime.memory.append_failures`.
 `MemoryAdded` / `MemoryCompacted` carry the history's size in bytes after the change.
 """
 
@@ -35,11 +42,14 @@ from agent_runtime.memory._models import (
     MemoryCompacted,
     MemoryEvent,
     MemoryEventAdapter,
+    SessionChanges,
     SessionHistory,
 )
 from agent_runtime.memory._policy import MemoryPolicy, window
+from agent_runtime.memory._postgres import PostgresStore
 from agent_runtime.memory._size import message_bytes
 from agent_runtime.memory._sqlite import SqliteStore
+from agent_runtime.memory._state import SessionState
 from agent_runtime.memory._store import MemoryStore
 from agent_runtime.memory._subscription import MemorySubscription
 from agent_runtime.memory._writer import SessionWriter
@@ -58,8 +68,11 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemorySubscription",
+    "PostgresStore",
+    "SessionChanges",
     "SessionHistory",
     "SessionMemory",
+    "SessionState",
     "SessionWriter",
     "SqliteStore",
     "message_bytes",

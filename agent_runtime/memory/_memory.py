@@ -6,9 +6,8 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -27,6 +26,7 @@ from agent_runtime.memory._in_memory import InMemoryStore
 from agent_runtime.memory._models import MemoryAdded, MemoryCompacted, MemoryEvent, SessionHistory
 from agent_runtime.memory._size import message_bytes
 from agent_runtime.memory._sqlite import SqliteStore
+from agent_runtime.memory._state import SessionState
 from agent_runtime.memory._store import MemoryStore, check_messages, check_session
 from agent_runtime.memory._subscription import MemorySubscription
 from agent_runtime.messages import Message
@@ -34,6 +34,7 @@ from agent_runtime.telemetry import meter
 
 if TYPE_CHECKING:
     from agent_runtime.config import MemoryConfig
+    from agent_runtime.memory._models import SessionChanges
 
 log = structlog.get_logger(__name__)
 
@@ -100,13 +101,22 @@ class SessionMemory:
     @classmethod
     def from_config(cls, config: MemoryConfig) -> SessionMemory:
         """Session memory as `config` (`RuntimeConfig.memory`) says: a `SqliteStore` at
-        `config.path`, or an `InMemoryStore` when `config.store == "memory"`.
+        `config.path`, an `InMemoryStore` when `config.store == "memory"`, or a
+        `PostgresStore` at `config.dsn` when `config.store == "postgres"`.
 
         Raises:
-            ValueError, MemoryStoreError: as `SqliteStore`.
+            ValueError, MemoryStoreError: as the store's constructor (a "postgres" store
+                without a `dsn` is a ValueError).
+            ImportError: a "postgres" store without psycopg installed.
         """
         if config.store == "memory":
             return cls(InMemoryStore())
+        if config.store == "postgres":
+            from agent_runtime.memory._postgres import PostgresStore  # an optional extra
+
+            if config.dsn is None:
+                raise ValueError('memory.store = "postgres" needs memory.dsn (none is set)')
+            return cls(PostgresStore(config.dsn.get_secret_value()))
         return cls.default(config.path)
 
     def history(self, session: str) -> SessionHistory:
@@ -117,14 +127,31 @@ class SessionMemory:
         """
         return self.store.load(session)
 
-    def changes(self, session: str, since: int) -> Any:
-        """What changed in the session's history after change `since` (see SessionChanges)."""
-        changes = getattr(self.store, "changes", None)
-        if changes is not None:
-            return changes(session, since)
-        history = self.store.load(session)  # a store without changes(): the whole history
-        unchanged = history.sequence == since
-        return _Changes([] if unchanged else history.messages, history.sequence, not unchanged)
+    def changes(self, session: str, since: int) -> SessionChanges:
+        """What the session gained after sequence `since`: the messages appended since, or the
+        whole history when a compaction or delete came after `since` (`replaced=True`; also
+        for `since` 0 or ahead of the store). See `SessionChanges`.
+
+        To follow a session: keep the `sequence` of each answer and pass it as the next
+        `since`. The cost of an answer that is not `replaced` grows with what was appended
+        after `since`, never with the history before it.
+
+        Raises:
+            TypeError, ValueError: a bad `session` or `since` (an int >= 0), or the store is
+                closed.
+            MemoryStoreError: the store could not read.
+        """
+        return self.store.changes(session, since)
+
+    def kv(self, session: str) -> SessionState:
+        """The session's key-value state (`put`, `get`, `delete`, `items` of JSON values),
+        durable in this memory's store beside the history and shared by every agent of the
+        session (and every process on the same store). See `SessionState`.
+
+        Raises:
+            TypeError, ValueError: `session` is not a non-empty str.
+        """
+        return SessionState(self.store, session)
 
     def append(self, session: str, messages: Iterable[Message]) -> int:
         """Append `messages` to the session's history as one atomic batch; return the new
@@ -397,10 +424,3 @@ class _SessionLock:
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
-
-
-@dataclass(frozen=True)
-class _Changes:
-    messages: list[Message]
-    sequence: int
-    replaced: bool

@@ -62,6 +62,30 @@ MemoryEventAdapter: TypeAdapter[MemoryEvent] = TypeAdapter(MemoryEvent)
 """Validates / parses one `MemoryEvent` from Python data or JSON (`validate_json`)."""
 
 
-def history(messages: list[Message], sequence: int) -> SessionHistory:
+class SessionChanges(_Frozen):
+    """What a session's history gained after a sequence a reader saw (`MemoryStore.changes`).
+
+    - `replaced=False`: every change after that sequence was an append; `messages` are exactly
+      the messages those appends added, in commit order (empty when nothing changed).
+      Appending them to the history the reader had at that sequence gives the history at
+      `sequence`.
+    - `replaced=True`: the reader's history is gone (a compaction or delete came after it, or
+      the reader had nothing: it asked from 0, or from a sequence the store never reached);
+      `messages` is the whole current history, to be taken instead of the reader's.
+
+    `sequence` is the session's sequence the answer was read at: pass it as `since` next time.
+    """
+
+    messages: list[Message] = Field(default_factory=list)
+    sequence: int = Field(0, ge=0)
+    replaced: bool = False
+
+
+def history(messages: list[Message], sequence: int, size: int = 0) -> SessionHistory:
     """A `SessionHistory` of values a store already validated (skips revalidating every message)."""
-    return SessionHistory.model_construct(messages=messages, sequence=sequence)
+    return SessionHistory.model_construct(messages=messages, sequence=sequence, bytes=size)
+
+
+def changes(messages: list[Message], sequence: int, *, replaced: bool) -> SessionChanges:
+    """A `SessionChanges` of values a store already validated."""
+    return SessionChanges.model_construct(messages=messages, sequence=sequence, replaced=replaced)

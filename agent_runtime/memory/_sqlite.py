@@ -15,8 +15,16 @@ from typing import Literal, get_args
 import structlog
 
 from agent_runtime._errors import ConcurrentModification, MemoryStoreError
-from agent_runtime.memory._models import SessionHistory, history
-from agent_runtime.memory._store import check_messages, check_sequence, check_session
+from agent_runtime.memory._models import SessionChanges, SessionHistory, changes, history
+from agent_runtime.memory._sqlite_errors import describe, is_busy
+from agent_runtime.memory._sqlite_schema import SCHEMA_VERSION, upgrade
+from agent_runtime.memory._store import (
+    check_key,
+    check_messages,
+    check_sequence,
+    check_session,
+    is_replaced,
+)
 from agent_runtime.messages import Message, MessageListAdapter
 
 log = structlog.get_logger(__name__)
@@ -24,9 +32,6 @@ log = structlog.get_logger(__name__)
 Synchronous = Literal["FULL", "NORMAL"]
 """SQLite's `PRAGMA synchronous` levels a `SqliteStore` accepts."""
 _SYNCHRONOUS: tuple[str, ...] = get_args(Synchronous)
-
-SCHEMA_VERSION = 1
-"""The `PRAGMA user_version` of the files this code writes (newer files are refused)."""
 
 OPEN_BUSY_TIMEOUT = 0.5
 """The longest opening a store waits for a lock on its file, whatever the store's `timeout`.
@@ -36,26 +41,10 @@ delay it; only a new file (its schema is created) or one held locked (another co
 exclusive locking mode, a long transaction of a non-WAL file) needs one. A lock held longer
 than this is reported at once as `MemoryStoreError` instead of after the busy timeout."""
 
-# `messages` keeps a rowid (the default): rows hold whole messages, often larger than the
-# ~200 bytes WITHOUT ROWID tables are meant for. `seq` records the change that wrote a row.
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions (
-    session  TEXT PRIMARY KEY,
-    sequence INTEGER NOT NULL,
-    live     INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS messages (
-    session  TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    seq      INTEGER NOT NULL,
-    json     TEXT NOT NULL,
-    PRIMARY KEY (session, position)
-);
-"""
-
 _UPSERT_SESSION = (
-    "INSERT INTO sessions (session, sequence, live) VALUES (?, ?, 1) "
-    "ON CONFLICT (session) DO UPDATE SET sequence = excluded.sequence, live = 1"
+    "INSERT INTO sessions (session, sequence, live, bytes, base) VALUES (?, ?, 1, ?, ?) "
+    "ON CONFLICT (session) DO UPDATE SET sequence = excluded.sequence, live = 1, "
+    "bytes = excluded.bytes, base = excluded.base"
 )
 _INSERT_MESSAGE = "INSERT INTO messages (session, position, seq, json) VALUES (?, ?, ?, ?)"
 
@@ -169,11 +158,9 @@ class SqliteStore:
             version = self._schema_version(conn)
         if version < SCHEMA_VERSION:
             with _transaction_on(conn, write=True):
-                if self._schema_version(conn) < SCHEMA_VERSION:  # unless another process did
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                version = self._schema_version(conn)  # another process may have done it
+                if version < SCHEMA_VERSION:
+                    upgrade(conn, version)
 
     def _schema_version(self, conn: sqlite3.Connection) -> int:
         """The file's schema version. Reading it checks the header against the file's size,
@@ -195,12 +182,25 @@ class SqliteStore:
         """See `MemoryStore.load` (one read transaction: a consistent snapshot)."""
         check_session(session)
         with self._transaction(f"reading session {session!r}", write=False) as conn:
-            sequence = _sequence(conn, session)
+            sequence, size, _, _ = _session_row(conn, session)
             rows = conn.execute(
                 "SELECT json FROM messages WHERE session = ? ORDER BY position", (session,)
             ).fetchall()
-        messages = MessageListAdapter.validate_json("[" + ",".join(r[0] for r in rows) + "]")
-        return history(messages, sequence)
+        return history(_decode(rows), sequence, size)
+
+    def changes(self, session: str, since: int) -> SessionChanges:
+        """See `MemoryStore.changes` (one read transaction; the rows after `since` are found
+        through the index of the change that wrote them)."""
+        check_session(session)
+        check_sequence(since, "since")
+        with self._transaction(f"reading session {session!r}", write=False) as conn:
+            sequence, _, base, _ = _session_row(conn, session)
+            replaced = is_replaced(since, sequence, base)
+            rows = conn.execute(
+                "SELECT json FROM messages WHERE session = ? AND seq > ? ORDER BY seq, position",
+                (session, 0 if replaced else since),
+            ).fetchall()
+        return changes(_decode(rows), sequence, replaced=replaced)
 
     def append(self, session: str, messages: Iterable[Message]) -> int:
         """See `MemoryStore.append` (one transaction, synced per `synchronous`)."""
@@ -208,9 +208,11 @@ class SqliteStore:
         payloads = [m.model_dump_json() for m in check_messages(messages)]
         if not payloads:
             with self._transaction(f"reading session {session!r}", write=False) as conn:
-                return _sequence(conn, session)
+                return _session_row(conn, session)[0]
+        added = sum(len(p.encode()) for p in payloads)
         with self._transaction(f"appending to session {session!r}", write=True) as conn:
-            sequence = _sequence(conn, session) + 1
+            sequence, size, base, _ = _session_row(conn, session)
+            sequence, size = sequence + 1, size + added
             (start,) = conn.execute(
                 "SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE session = ?",
                 (session,),
@@ -219,7 +221,7 @@ class SqliteStore:
                 _INSERT_MESSAGE,
                 [(session, start + i, sequence, p) for i, p in enumerate(payloads)],
             )
-            conn.execute(_UPSERT_SESSION, (session, sequence))
+            conn.execute(_UPSERT_SESSION, (session, sequence, size, base))
         return sequence
 
     def replace(self, session: str, messages: Iterable[Message], expected_sequence: int) -> int:
@@ -227,8 +229,9 @@ class SqliteStore:
         check_session(session)
         payloads = [m.model_dump_json() for m in check_messages(messages)]
         check_sequence(expected_sequence)
+        size = sum(len(p.encode()) for p in payloads)
         with self._transaction(f"compacting session {session!r}", write=True) as conn:
-            actual = _sequence(conn, session)
+            actual, _, _, _ = _session_row(conn, session)
             if actual != expected_sequence:
                 raise ConcurrentModification(session, expected_sequence, actual)
             sequence = actual + 1
@@ -236,7 +239,7 @@ class SqliteStore:
             conn.executemany(
                 _INSERT_MESSAGE, [(session, i, sequence, p) for i, p in enumerate(payloads)]
             )
-            conn.execute(_UPSERT_SESSION, (session, sequence))
+            conn.execute(_UPSERT_SESSION, (session, sequence, size, sequence))
         return sequence
 
     def sessions(self) -> list[str]:
@@ -249,17 +252,54 @@ class SqliteStore:
         """See `MemoryStore.delete` (the rows are deleted; the session keeps a sequence row)."""
         check_session(session)
         with self._transaction(f"deleting session {session!r}", write=True) as conn:
-            row = conn.execute(
-                "SELECT sequence, live FROM sessions WHERE session = ?", (session,)
-            ).fetchone()
-            if row is None or not row[1]:
+            sequence, _, _, live = _session_row(conn, session)
+            if not live:
                 return None
-            sequence = int(row[0]) + 1
+            sequence += 1
             conn.execute("DELETE FROM messages WHERE session = ?", (session,))
             conn.execute(
-                "UPDATE sessions SET sequence = ?, live = 0 WHERE session = ?", (sequence, session)
+                "UPDATE sessions SET sequence = ?, live = 0, bytes = 0, base = ? WHERE session = ?",
+                (sequence, sequence, session),
             )
         return sequence
+
+    def state_get(self, session: str, key: str) -> str | None:
+        """See `MemoryStore.state_get`."""
+        check_session(session)
+        check_key(key)
+        with self._transaction(f"reading the state of session {session!r}", write=False) as c:
+            row = c.execute(
+                "SELECT value FROM state WHERE session = ? AND key = ?", (session, key)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def state_put(self, session: str, key: str, value: str) -> None:
+        """See `MemoryStore.state_put` (one transaction, synced per `synchronous`)."""
+        check_session(session)
+        check_key(key)
+        with self._transaction(f"writing the state of session {session!r}", write=True) as c:
+            c.execute(
+                "INSERT INTO state (session, key, value) VALUES (?, ?, ?) "
+                "ON CONFLICT (session, key) DO UPDATE SET value = excluded.value",
+                (session, key, value),
+            )
+
+    def state_delete(self, session: str, key: str) -> bool:
+        """See `MemoryStore.state_delete`."""
+        check_session(session)
+        check_key(key)
+        with self._transaction(f"writing the state of session {session!r}", write=True) as c:
+            deleted = c.execute(
+                "DELETE FROM state WHERE session = ? AND key = ?", (session, key)
+            ).rowcount
+        return deleted > 0
+
+    def state_items(self, session: str) -> dict[str, str]:
+        """See `MemoryStore.state_items` (one read transaction)."""
+        check_session(session)
+        with self._transaction(f"reading the state of session {session!r}", write=False) as c:
+            rows = c.execute("SELECT key, value FROM state WHERE session = ?", (session,))
+            return {str(key): str(value) for key, value in rows}
 
     def close(self) -> None:
         """Close the connection (SQLite then checkpoints the WAL into the file); later calls
@@ -330,7 +370,7 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 self._abandon(conn)
                 left = deadline - time.monotonic()
-                if not _is_busy(exc) or left <= 0:
+                if not is_busy(exc) or left <= 0:
                     raise self._error(exc, f"{what} failed") from exc
             except BaseException:
                 self._abandon(conn)
@@ -354,13 +394,6 @@ _BACKOFF = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1)
 """Seconds between attempts to take a lock another connection holds (then 0.1 each)."""
 
 
-def _is_busy(exc: BaseException) -> bool:
-    """Whether `exc` says another connection holds a lock on the file (SQLITE_BUSY)."""
-    return isinstance(exc, sqlite3.OperationalError) and (
-        getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
-    )
-
-
 def _retry_busy(statement: Callable[[], object], deadline: float) -> None:
     """Run `statement`, retrying it while the file is busy, until `deadline`."""
     backoff = iter(_BACKOFF)
@@ -370,7 +403,7 @@ def _retry_busy(statement: Callable[[], object], deadline: float) -> None:
             return
         except sqlite3.OperationalError as exc:
             left = deadline - time.monotonic()
-            if not _is_busy(exc) or left <= 0:
+            if not is_busy(exc) or left <= 0:
                 raise
         time.sleep(min(next(backoff, _BACKOFF[-1]), left))
 
@@ -388,30 +421,16 @@ def _transaction_on(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
         raise
 
 
-# SQLite's terse messages, explained (the original stays in the message, in parentheses).
-_CAUSES = {
-    "file is not a database": "is not an SQLite database",
-    "database disk image is malformed": "is truncated or corrupt",
-    "database is locked": "is locked by another connection",
-    "attempt to write a readonly database": "is read-only for this process",
-    "unable to open database file": "cannot be opened",
-    "database or disk is full": "the disk is full",
-    "disk I/O error": "the disk failed to read or write",
-}
+def _session_row(conn: sqlite3.Connection, session: str) -> tuple[int, int, int, bool]:
+    """The session's (sequence, bytes, base, live); (0, 0, 0, False) if it has no row."""
+    row = conn.execute(
+        "SELECT sequence, bytes, base, live FROM sessions WHERE session = ?", (session,)
+    ).fetchone()
+    if row is None:
+        return 0, 0, 0, False
+    return int(row[0]), int(row[1]), int(row[2]), bool(row[3])
 
 
-def describe(exc: sqlite3.Error, path: str | Path) -> str:
-    """What went wrong, in words, for an SQLite error about the file at `path`."""
-    text = str(exc)
-    cause = _CAUSES.get(text)
-    if text == "unable to open database file" and isinstance(path, Path):
-        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-            cause = "cannot be read and written by this process (permission denied)"
-        elif not os.access(path.parent, os.W_OK | os.X_OK):
-            cause = "its directory cannot be written by this process (permission denied)"
-    return f"it {cause} ({text})" if cause else text
-
-
-def _sequence(conn: sqlite3.Connection, session: str) -> int:
-    row = conn.execute("SELECT sequence FROM sessions WHERE session = ?", (session,)).fetchone()
-    return 0 if row is None else int(row[0])
+def _decode(rows: list[tuple[str]]) -> list[Message]:
+    """The messages of `rows` of JSON text, in one parse."""
+    return MessageListAdapter.validate_json("[" + ",".join(r[0] for r in rows) + "]")

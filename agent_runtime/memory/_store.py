@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
-from agent_runtime.memory._models import SessionHistory
+from agent_runtime.memory._models import SessionChanges, SessionHistory
 from agent_runtime.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
 _MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
@@ -13,13 +13,19 @@ _MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
 
 @runtime_checkable
 class MemoryStore(Protocol):
-    """Where session histories live. Implementations: `SqliteStore` (durable), `InMemoryStore`.
+    """Where session histories live. Implementations: `SqliteStore` (durable, one file),
+    `PostgresStore` (a server shared by several processes), `InMemoryStore`.
 
     Every method is thread-safe and atomic: a change is stored whole or not at all, and a read
     sees a history as of one committed change. A session's `sequence` counts its committed
-    changes (see `SessionHistory`). After `close()`, every method but `close` raises
+    changes (see `SessionHistory`); its `bytes` (the size of its messages' JSON, as
+    `message_bytes` counts it) is kept by each change (an append adds its batch's size), never
+    recomputed over the history, and read back by `load`. Beside its history, each session holds
+    key-value state (`state_*`, JSON text per key; see `SessionState`), untouched by changes
+    of the history (a delete included). After `close()`, every method but `close` raises
     `ValueError`. A store that fails to carry out a call (its database is locked, the disk is
-    full) raises `MemoryStoreError` naming its file and the cause; nothing is changed then.
+    full, the server is gone) raises `MemoryStoreError` naming the store (its file, or its
+    DSN without the password) and the cause; nothing is changed then.
     """
 
     def load(self, session: str) -> SessionHistory:
@@ -27,6 +33,19 @@ class MemoryStore(Protocol):
 
         Raises:
             TypeError, ValueError: `session` is not a non-empty str.
+        """
+        ...
+
+    def changes(self, session: str, since: int) -> SessionChanges:
+        """What the session gained after sequence `since` (see `SessionChanges`), read as of
+        one committed change.
+
+        When only appends came after `since`, the cost is that of reading the messages they
+        added: it does not grow with the history committed up to `since`.
+
+        Raises:
+            TypeError, ValueError: `session` is not a non-empty str, or `since` is not an
+                int >= 0.
         """
         ...
 
@@ -67,6 +86,22 @@ class MemoryStore(Protocol):
         """
         ...
 
+    def state_get(self, session: str, key: str) -> str | None:
+        """The JSON text stored under `key` in the session's state, or None."""
+        ...
+
+    def state_put(self, session: str, key: str, value: str) -> None:
+        """Store the JSON text `value` under `key` in the session's state (replacing any)."""
+        ...
+
+    def state_delete(self, session: str, key: str) -> bool:
+        """Remove `key` from the session's state; False if it was not there."""
+        ...
+
+    def state_items(self, session: str) -> dict[str, str]:
+        """Every key of the session's state with its JSON text, as of one committed change."""
+        ...
+
     def close(self) -> None:
         """Release the store's resources; idempotent."""
         ...
@@ -104,15 +139,37 @@ def check_messages(messages: Any) -> list[Message]:
     return checked
 
 
-def check_sequence(expected_sequence: Any) -> int:
-    """`expected_sequence` if it is an int >= 0.
+def check_sequence(expected_sequence: Any, name: str = "expected_sequence") -> int:
+    """`expected_sequence` if it is an int >= 0 (`name` is the argument's name in errors).
 
     Raises:
         TypeError: it is not an int (a bool is not).
         ValueError: it is negative.
     """
     if isinstance(expected_sequence, bool) or not isinstance(expected_sequence, int):
-        raise TypeError(f"invalid expected_sequence {expected_sequence!r} (expected an int >= 0)")
+        raise TypeError(f"invalid {name} {expected_sequence!r} (expected an int >= 0)")
     if expected_sequence < 0:
-        raise ValueError(f"invalid expected_sequence {expected_sequence!r} (expected an int >= 0)")
+        raise ValueError(f"invalid {name} {expected_sequence!r} (expected an int >= 0)")
     return expected_sequence
+
+
+def check_key(key: Any) -> str:
+    """`key` if it is a non-empty str (a key of a session's state).
+
+    Raises:
+        TypeError: it is not a str.
+        ValueError: it is empty.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"invalid session state key {key!r} (expected a non-empty str)")
+    if not key:
+        raise ValueError("invalid session state key '' (expected a non-empty str)")
+    return key
+
+
+def is_replaced(since: int, sequence: int, base: int) -> bool:
+    """Whether a reader at `since` must take the whole history of a session now at `sequence`
+    whose last compaction or delete was change `base` (0: none): it had nothing (`since` 0),
+    a history the store never had (`since` ahead), or one a later compaction or delete
+    replaced (`since` before `base`)."""
+    return since == 0 or since > sequence or since < base

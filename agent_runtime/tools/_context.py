@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -13,6 +13,9 @@ from agent_runtime.abort import AbortSignal
 from agent_runtime.events import CustomEvent
 from agent_runtime.messages import ToolResult
 from agent_runtime.tools._results import normalize_result
+
+if TYPE_CHECKING:
+    from agent_runtime.memory import SessionState
 
 log = structlog.get_logger(__name__)
 
@@ -75,6 +78,25 @@ class ToolContext:
     def aborted(self) -> bool:
         """True once the run's abort signal fired; a long tool should check it and stop."""
         return self.signal.aborted
+
+    @property
+    def session_state(self) -> SessionState:
+        """The key-value state of the calling agent's session (`runtime.memory.kv(session)`,
+        the session of `agent_key`): JSON values shared by every agent of the session and
+        durable in its memory store. See `agent_runtime.memory.SessionState`.
+
+        Raises:
+            RuntimeError: the context has no agent key or no runtime with session memory
+                (the tool runs outside an agent runtime).
+        """
+        memory = getattr(self.runtime, "memory", None)
+        if self.agent_key is None or memory is None:
+            raise RuntimeError(
+                "session_state needs an agent's tool call in a runtime with session memory "
+                f"(this context has agent_key={self.agent_key!r}, runtime={self.runtime!r})"
+            )
+        state: SessionState = memory.kv(self.agent_key.session)
+        return state
 
     @property
     def last_partial(self) -> ToolResult | None:

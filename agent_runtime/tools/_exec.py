@@ -8,6 +8,7 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -66,8 +67,12 @@ async def execute_tool_call(
       "Tool X timed out after Ns" (`outcome = "timeout"`). An async tool is cancelled; a sync
       tool cannot be killed and keeps running in its thread, its later output discarded.
     - An exception -> an error result naming its type and message (`outcome = "error"`,
-      `exception = type name`). A success keeps the tool's own `details`; unknown arguments
-      that were ignored are added as `details["ignored_arguments"]`.
+      `exception = type name`). That holds for every exception a tool raises, sync or
+      `async def`: `SystemExit`, `KeyboardInterrupt` and `GeneratorExit` too (on the shared
+      event loop they would otherwise stop the loop thread of every agent), and one whose
+      `__str__` itself raises (the result then says its message could not be read). A
+      success keeps the tool's own `details`; unknown arguments that were ignored are added
+      as `details["ignored_arguments"]`.
     - A tool with `trust="untrusted"` makes its results untrusted (a result may also say so).
     - Cancelling the awaiting task (the loop's abort) propagates `CancelledError`: an async
       tool is cancelled, a sync tool not yet started never starts, a started one is
@@ -77,6 +82,13 @@ async def execute_tool_call(
     """
     try:
         return await _execute(call, tools, ctx, run_sync, timeout)
+    except GeneratorExit as exc:
+        # A GeneratorExit *thrown* into this task (an async tool awaiting a future that holds
+        # one) closes the coroutines it awaits and surfaces here, not inside `_execute`.
+        found = find_tool(tools, call.name)
+        name = found.name if found is not None else call.name
+        result = _raised(name, call, exc)
+        return _untrusted(found, result) if found is not None else result
     finally:
         ctx.close()
 
@@ -100,7 +112,7 @@ async def _execute(
             details["ignored_arguments"] = exc.ignored
         return ToolResult.text(exc.describe(found.name), is_error=True, details=details)
     except Exception as exc:
-        return _raised(found, call, exc)
+        return _raised(found.name, call, exc)
 
     limit = found.timeout if found.timeout is not None else default_timeout
     deadline = asyncio.timeout(limit)
@@ -110,16 +122,16 @@ async def _execute(
         result = normalize_result(value)
     except TimeoutError as exc:
         if not deadline.expired():
-            return _untrusted(found, _raised(found, call, exc))
+            return _untrusted(found, _raised(found.name, call, exc))
         log.info("tool.call.timed_out", tool=found.name, call=call.id, timeout=limit)
         return error_result(f"Tool {found.name} timed out after {limit:g}s", outcome="timeout")
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if task is None or task.cancelling():
             raise
-        return _untrusted(found, _raised(found, call, exc))
-    except Exception as exc:
-        return _untrusted(found, _raised(found, call, exc))
+        return _untrusted(found, _raised(found.name, call, exc))
+    except BaseException as exc:  # SystemExit & co. are the tool's failure, not a stop of ours
+        return _untrusted(found, _raised(found.name, call, exc))
 
     if ignored:
         details = dict(result.details or {})
@@ -134,15 +146,40 @@ async def _invoke(
     if found.is_async:
         value = await found.execute(values, ctx)
     else:
-        thunk = functools.partial(found.execute, values, ctx)
+        thunk = functools.partial(_contained, functools.partial(found.execute, values, ctx))
         if run_sync is None:
             value = await asyncio.to_thread(thunk)
         else:
             context = contextvars.copy_context()
             value = await asyncio.wrap_future(run_sync(functools.partial(context.run, thunk)))
+        if isinstance(value, _Raised):
+            raise value.exception  # raised here, it is caught like any other exception
     if inspect.isawaitable(value):  # a sync callable that returned a coroutine
         value = await value
     return value
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """What a sync tool raised, carried back from its thread as a value."""
+
+    exception: BaseException
+
+
+def _contained(thunk: Callable[[], Any]) -> Any:
+    """Run a sync tool in its thread; what it raises beyond `Exception` comes back as a value.
+
+    A `GeneratorExit` coming back through a future would be thrown into the awaiting task,
+    which closes the coroutines it awaits instead of raising where it can be caught; and a
+    `SystemExit` or `KeyboardInterrupt` failing the pool's future would be logged as a
+    failure of the pool.
+    """
+    try:
+        return thunk()
+    except Exception:
+        raise
+    except BaseException as exc:
+        return _Raised(exc)
 
 
 def _not_found(name: str, tools: Sequence[Tool]) -> ToolResult:
@@ -156,16 +193,22 @@ def _not_found(name: str, tools: Sequence[Tool]) -> ToolResult:
     )
 
 
-def _raised(found: Tool, call: ToolCall, exc: BaseException) -> ToolResult:
+def _raised(name: str, call: ToolCall, exc: BaseException) -> ToolResult:
     kind = type(exc).__name__
-    message = str(exc)
-    log.info("tool.call.raised", tool=found.name, call=call.id, exception=kind, exc_info=exc)
-    text = (
-        f"Tool {found.name} raised {kind}: {message}"
-        if message
-        else f"Tool {found.name} raised {kind}"
-    )
+    message = _message_of(exc)
+    log.info("tool.call.raised", tool=name, call=call.id, exception=kind, exc_info=exc)
+    text = f"Tool {name} raised {kind}: {message}" if message else f"Tool {name} raised {kind}"
     return error_result(text, exception=kind, message=message)
+
+
+def _message_of(exc: BaseException) -> str:
+    """`str(exc)`, or a note saying why it could not be had: a tool's exception is data, and
+    its `__str__` is the tool's code too."""
+    try:
+        return str(exc)
+    except BaseException as failure:
+        kind, why = type(exc).__name__, type(failure).__name__
+        return f"<the message of this {kind} could not be read: its __str__ raised {why}>"
 
 
 def _untrusted(found: Tool, result: ToolResult) -> ToolResult:

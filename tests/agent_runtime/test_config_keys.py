@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +23,14 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from agent_runtime import AgentStopped, RunFailed, Runtime, StreamOverflow, telemetry
+from agent_runtime import (
+    AgentStopped,
+    MemoryStoreError,
+    RunFailed,
+    Runtime,
+    StreamOverflow,
+    telemetry,
+)
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.events import (
     AgentEnd,
@@ -567,6 +577,19 @@ def test_memory_path_is_where_the_session_history_is_stored(tmp_path: Path) -> N
         assert len(runtime.memory.history("s").messages) == 2
 
 
+@covers("memory.dsn")
+def test_memory_dsn_is_the_server_a_postgres_store_opens() -> None:
+    # Port 1 of 127.0.0.1 refuses at once: the error names this DSN, without its password.
+    dsn = "postgresql://agent:s3cret@127.0.0.1:1/agents"
+    named = r"'postgresql://agent@127\.0\.0\.1:1/agents'"
+    with (
+        pytest.raises(MemoryStoreError, match=named) as caught,
+        started(memory__store="postgres", memory__dsn=dsn),
+    ):
+        pass
+    assert "s3cret" not in str(caught.value)
+
+
 def seeded(runtime: Runtime, *texts: str) -> None:
     writer = runtime.start_agent(("s", "writer", 0), model=ScriptedModel(list(texts)))
     for text in texts:
@@ -677,6 +700,35 @@ def test_an_explicit_log_content_wins_over_the_config(monkeypatch: pytest.Monkey
     with started(telemetry__log_content="true"), capture_logs() as logs:
         model.generate_sync(ChatRequest(messages=[UserMessage(content="hi")]), timeout=5)
     assert "the secret answer" not in json.dumps(logs, default=str)
+
+
+# In a subprocess: a process sets its OpenTelemetry providers once. The console exporter
+# prints each span as JSON to stdout; the providers flush as the process exits.
+_EXPORTING = """
+import logging, structlog
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+from agent_runtime import Runtime
+from agent_runtime.config import load_config
+from agent_runtime.testing import ScriptedModel
+with Runtime.start(load_config(sys.argv[1])) as runtime:
+    runtime.start_agent(("s", "a", 0), model=ScriptedModel(["x"])).run("go", timeout=30)
+"""
+
+
+@pytest.mark.parametrize("exporter", ["console", "none"])
+@covers("telemetry.exporter")
+def test_exporter_console_prints_the_spans_and_none_installs_nothing(exporter: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_RUNTIME_")}
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys\n" + _EXPORTING, str(SHIPPED)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "AGENT_RUNTIME_TELEMETRY__EXPORTER": exporter},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ('"name": "agent.run"' in done.stdout) is (exporter == "console")
+    assert ('"name": "agent.runs"' in done.stdout) is (exporter == "console")  # a metric
 
 
 @covers("telemetry.status_socket")

@@ -35,7 +35,7 @@ from tests.agent_runtime.strategies import messages as any_message
 
 @pytest.fixture(params=STORE_KINDS)
 def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionMemory]:
-    with SessionMemory(open_store(request.param, tmp_path)) as opened:
+    with SessionMemory(open_store(request, request.param, tmp_path)) as opened:
         yield opened
 
 

@@ -3,6 +3,7 @@ files shared by several stores, paths, and schema versions."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -371,3 +372,71 @@ def test_a_runtime_on_a_bad_memory_file_fails_to_start_naming_it(tmp_path: Path)
     with pytest.raises(MemoryStoreError, match="is not an SQLite database") as info:
         Runtime.start(RuntimeConfig.model_validate({"memory": {"path": str(path)}}))
     assert info.value.path == str(path)
+
+
+# A file as version 1 of the schema wrote it (before sizes, change bases, the index and state).
+_V1_SCHEMA = """
+CREATE TABLE sessions (session TEXT PRIMARY KEY, sequence INTEGER NOT NULL,
+                       live INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE messages (session TEXT NOT NULL, position INTEGER NOT NULL, seq INTEGER NOT NULL,
+                       json TEXT NOT NULL, PRIMARY KEY (session, position));
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_file_of_schema_version_1_is_upgraded_keeping_every_history(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    old = batch("é", 2) + batch("b", 1)
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_V1_SCHEMA)
+        conn.executemany(
+            "INSERT INTO messages VALUES ('s', ?, ?, ?)",
+            [(i, 1 if i < 2 else 2, m.model_dump_json()) for i, m in enumerate(old)],
+        )
+        conn.execute("INSERT INTO sessions VALUES ('s', 2, 1)")
+    with SqliteStore(path) as store:
+        history = store.load("s")
+        assert history.messages == old and history.sequence == 2
+        assert history.bytes == sum(len(m.model_dump_json().encode()) for m in old)
+        # Its last compaction is unknown: an older reader gets the whole history.
+        assert store.changes("s", 1).replaced
+        store.append("s", batch("new", 1))
+        assert store.changes("s", 2).messages == batch("new", 1)
+        store.state_put("s", "k", "1")
+        assert store.state_get("s", "k") == "1"
+    with sqlite3.connect(path) as conn:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+    assert version == 2
+
+
+def _vm_steps(store: SqliteStore, call: Callable[[], object]) -> int:
+    """The SQLite virtual-machine instructions `call` runs on the store's connection."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    assert store._conn is not None
+    store._conn.set_progress_handler(count, 1)
+    try:
+        call()
+    finally:
+        store._conn.set_progress_handler(None, 1)
+    return steps
+
+
+def test_changes_costs_the_same_after_a_short_or_a_long_history(tmp_path: Path) -> None:
+    # Deterministic stand-in for "flat in history length": the same number of SQLite
+    # instructions reads the same new messages after 10 or after 2000 older appends.
+    costs = []
+    for prefix in (10, 2000):
+        with SqliteStore(tmp_path / f"{prefix}.sqlite3", synchronous="NORMAL") as store:
+            for n in range(prefix):
+                store.append("s", batch(f"old{n}", 2))
+            since = store.load("s").sequence
+            store.append("s", batch("new", 3))
+            assert texts(store.changes("s", since).messages) == texts(batch("new", 3))
+            costs.append(_vm_steps(store, functools.partial(store.changes, "s", since)))
+    assert costs[0] == costs[1]

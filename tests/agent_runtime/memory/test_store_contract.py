@@ -1,5 +1,6 @@
-"""The MemoryStore contract, run on every store: sequences, atomic batches, optimistic
-compaction, deletion, bad input, thread safety and JSON round trips."""
+"""The MemoryStore contract, run on every store (in-memory, SQLite, Postgres): sequences, atomic
+batches, optimistic compaction, deletion, sizes, bad input, thread safety and JSON round trips.
+`changes` and the key-value state have their own files (test_changes.py, test_state.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_runtime import AgentRuntimeError
-from agent_runtime.memory import ConcurrentModification, MemoryStore, SessionHistory
+from agent_runtime.memory import ConcurrentModification, MemoryStore
 from agent_runtime.messages import (
     AssistantMessage,
     ImageContent,
@@ -25,14 +26,14 @@ from agent_runtime.messages import (
     Usage,
     UserMessage,
 )
-from tests.agent_runtime.memory.conftest import batch, texts
+from tests.agent_runtime.memory.conftest import batch, expected, texts
 from tests.agent_runtime.strategies import messages as any_message
 
 _sessions = itertools.count()
 
 
 def test_an_unknown_session_is_empty_at_sequence_zero(store: MemoryStore) -> None:
-    assert store.load("nobody") == SessionHistory(messages=[], sequence=0)
+    assert store.load("nobody") == expected([], 0)
     assert store.sessions() == []
 
 
@@ -74,7 +75,7 @@ def test_replace_swaps_the_history_when_the_sequence_matches(store: MemoryStore)
     store.append("s", batch("a"))
     store.append("s", batch("b"))
     assert store.replace("s", batch("summary", 1), expected_sequence=2) == 3
-    assert store.load("s") == SessionHistory(messages=batch("summary", 1), sequence=3)
+    assert store.load("s") == expected(batch("summary", 1), 3)
     assert store.append("s", batch("c", 1)) == 4
     assert texts(store.load("s").messages) == ["summary/0", "c/0"]
 
@@ -103,7 +104,7 @@ def test_replace_with_nothing_keeps_the_session_listed(store: MemoryStore) -> No
     store.append("s", batch("a"))
     store.replace("s", [], 1)
     assert store.sessions() == ["s"]
-    assert store.load("s") == SessionHistory(messages=[], sequence=2)
+    assert store.load("s") == expected([], 2)
 
 
 def test_delete_forgets_the_messages_but_never_lowers_the_sequence(store: MemoryStore) -> None:
@@ -111,7 +112,7 @@ def test_delete_forgets_the_messages_but_never_lowers_the_sequence(store: Memory
     store.append("keep", batch("k"))
     assert store.delete("s") == 2
     assert store.sessions() == ["keep"]
-    assert store.load("s") == SessionHistory(messages=[], sequence=2)
+    assert store.load("s") == expected([], 2)
     with pytest.raises(ConcurrentModification):
         store.replace("s", batch("from before the delete"), 1)
     assert store.append("s", batch("again", 1)) == 3
@@ -125,6 +126,30 @@ def test_delete_of_an_absent_or_deleted_session_is_a_no_op(store: MemoryStore) -
     store.delete("s")
     assert store.delete("s") is None
     assert store.load("s").sequence == 2
+
+
+def test_the_size_in_bytes_follows_every_change(store: MemoryStore) -> None:
+    a, b, summary = batch("a"), batch("bé", 2), batch("summary", 1)
+    store.append("s", a)
+    assert store.load("s") == expected(a, 1)
+    store.append("s", b)
+    store.append("s", [])
+    assert store.load("s") == expected(a + b, 2)
+    store.replace("s", summary, 2)
+    assert store.load("s") == expected(summary, 3)
+    store.delete("s")
+    assert store.load("s") == expected([], 4)
+    store.append("s", b)
+    assert store.load("s") == expected(b, 5)
+    store.replace("s", [], 5)
+    assert store.load("s").bytes == 0
+
+
+def test_the_size_counts_utf8_bytes_of_each_messages_json(store: MemoryStore) -> None:
+    message = UserMessage(content="€ and 😀", timestamp=0.0)
+    store.append("s", [message])
+    assert store.load("s").bytes == len(message.model_dump_json().encode())
+    assert store.load("s").bytes > len(message.model_dump_json())
 
 
 def test_a_loaded_list_is_a_copy(store: MemoryStore) -> None:
@@ -176,6 +201,11 @@ def test_a_closed_store_refuses_every_call_and_closes_again(store: MemoryStore) 
         lambda: store.replace("s", [], 1),
         lambda: store.sessions(),
         lambda: store.delete("s"),
+        lambda: store.changes("s", 0),
+        lambda: store.state_get("s", "k"),
+        lambda: store.state_put("s", "k", "1"),
+        lambda: store.state_delete("s", "k"),
+        lambda: store.state_items("s"),
     ):
         with pytest.raises(ValueError, match="closed"):
             call()
@@ -278,9 +308,8 @@ def test_any_messages_come_back_equal(store: MemoryStore, batches: list[list[Mes
     session = f"s{next(_sessions)}"
     for messages in batches:
         store.append(session, messages)
-    expected = [m for messages in batches for m in messages]
+    wanted = [m for messages in batches for m in messages]
     history = store.load(session)
-    assert history.messages == expected
-    assert [m.model_dump_json() for m in history.messages] == [
-        m.model_dump_json() for m in expected
-    ]
+    assert history.messages == wanted
+    assert [m.model_dump_json() for m in history.messages] == [m.model_dump_json() for m in wanted]
+    assert history.bytes == sum(len(m.model_dump_json().encode()) for m in wanted)
