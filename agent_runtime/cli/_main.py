@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
+from agent_runtime.cli._models import add_models_command, run_models
 from agent_runtime.cli._tree import render_tree
 from agent_runtime.runtime import Runtime
 
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "demo", help="run the offline showcase: delegation, streaming, abort, crash isolation"
     )
+    add_models_command(commands)
     return parser
 
 
@@ -45,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agent-runtime` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"tree": _tree, "demo": _demo}
+    handlers = {"tree": _tree, "demo": _demo, "models": run_models}
     if args.command is None:
         parser.print_help()
         return 0
