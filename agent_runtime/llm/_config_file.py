@@ -4,7 +4,7 @@
 - `locked(path)` holds an exclusive `flock` on the file (POSIX; on Windows no lock is taken),
   so writers through this module take turns; it re-opens the file when a writer replaced it
   while it waited, so what it hands out is what the path holds now.
-- `replace(path, data)` writes a temporary file beside it, syncs it and renames it over the
+- `replace_file(path, data)` writes a temporary file beside it, syncs it and renames it over the
   path: a reader (or a crash) sees the old file or the new one, never a part; the file's
   permission bits are kept.
 """
@@ -42,7 +42,7 @@ def _errors_named(path: Path) -> Iterator[None]:
         raise ConfigError(f"config file {path} cannot be read: {exc}") from exc
 
 
-def read(path: Path) -> bytes:
+def read_file(path: Path) -> bytes:
     """The file's bytes.
 
     Raises:
@@ -57,7 +57,7 @@ def locked(path: Path) -> Iterator[bytes]:
     """Hold the file's lock; yield its bytes as they are under the lock.
 
     Raises:
-        ConfigError: as `read`.
+        ConfigError: as `read_file`.
     """
     while True:
         with _errors_named(path):
@@ -75,7 +75,7 @@ def locked(path: Path) -> Iterator[bytes]:
         # Replaced (or removed) while we waited: lock what the path holds now.
 
 
-def replace(path: Path, data: bytes) -> None:
+def replace_file(path: Path, data: bytes) -> None:
     """Atomically replace the file's contents with `data`, keeping its permission bits."""
     mode = path.stat().st_mode & 0o7777
     descriptor, temporary = tempfile.mkstemp(

@@ -43,7 +43,6 @@ from tomlkit.exceptions import TOMLKitError
 
 from agent_runtime._errors import ConfigError
 from agent_runtime.config import LLMConfig, RuntimeConfig
-from agent_runtime.llm import _config_file
 from agent_runtime.llm._config_changes import (
     AddPoolMember,
     AddProfile,
@@ -53,6 +52,7 @@ from agent_runtime.llm._config_changes import (
     RemoveProfile,
     UpdateProfile,
 )
+from agent_runtime.llm._config_file import locked, read_file, replace_file, revision
 
 log = structlog.get_logger(__name__)
 
@@ -139,9 +139,9 @@ class ProviderConfiguration:
         Raises:
             ConfigError: the file cannot be read, or is not a valid configuration.
         """
-        data = _config_file.read(self.path)
+        data = read_file(self.path)
         config = self._validated(_text(data, self.path), "the config file")
-        return ConfigSnapshot(revision=_config_file.revision(data), llm=config.llm)
+        return ConfigSnapshot(revision=revision(data), llm=config.llm)
 
     def preview(self, change: ConfigChange | Mapping[str, Any]) -> ConfigPreview:
         """Compute `change` (a change model, or its JSON form) against the file as it is now.
@@ -153,13 +153,13 @@ class ProviderConfiguration:
             ConfigError: the file cannot be read or is not a valid configuration already.
         """
         parsed = _parse_change(change)
-        data = _config_file.read(self.path)
+        data = read_file(self.path)
         before = _text(data, self.path)
         after, note = self._edited(before, parsed)
         return ConfigPreview(
             path=str(self.path),
             change=parsed,
-            revision=_config_file.revision(data),
+            revision=revision(data),
             summary=parsed.summary() + (f" ({note})" if note else ""),
             diff=_diff(before, after, str(self.path)),
             confirmation=parsed.confirmation(),
@@ -176,13 +176,13 @@ class ProviderConfiguration:
             ValueError: the preview is of another file.
             ConfigError: the file cannot be read or written.
         """
-        if preview.path != str(self.path):
+        if Path(preview.path).resolve() != self.path.resolve():
             raise ValueError(f"this preview is of {preview.path}, not of {self.path}")
         expected = preview.change.confirmation()
         if expected is not None and confirm != expected:
             raise ConfirmationRequired(expected, confirm)
-        with _config_file.locked(self.path) as data:
-            actual = _config_file.revision(data)
+        with locked(self.path) as data:
+            actual = revision(data)
             if actual != preview.revision:
                 log.info(
                     "llm.config.edit_refused",
@@ -197,19 +197,19 @@ class ProviderConfiguration:
             after, _ = self._edited(text, preview.change)
             written = (_BOM + after if text.startswith(_BOM) else after).encode("utf-8")
             try:
-                _config_file.replace(self.path, written)
+                replace_file(self.path, written)
             except OSError as exc:
                 raise ConfigError(f"config file {self.path} cannot be written: {exc}") from exc
-        revision = _config_file.revision(written)
+        new_revision = revision(written)
         log.info(
             "llm.config.changed",
             path=str(self.path),
             change=preview.change.type,
             summary=preview.summary,
             previous_revision=actual,
-            revision=revision,
+            revision=new_revision,
         )
-        return revision
+        return new_revision
 
     def _edited(self, text: str, change: ConfigChange) -> tuple[str, str | None]:
         """The file's text with `change` made, and the change's note."""
