@@ -121,6 +121,16 @@ class ModelProfile(_Section):
     plugin: str | None = None
 
 
+class FallbackPoolConfig(_Section):
+    """A named fallback pool: `from_config(<pool>)` builds a `FallbackModel` over the models of
+    `members` (profile names, tried in this order), each behind a circuit breaker that opens
+    after `failure_threshold` consecutive failures for `reset_timeout` seconds."""
+
+    members: list[str] = Field(min_length=1)
+    failure_threshold: int = Field(3, ge=1)
+    reset_timeout: float = Field(30.0, gt=0, allow_inf_nan=False)
+
+
 def _default_profiles() -> dict[str, ModelProfile]:
     return {
         "scripted": ModelProfile(
@@ -150,6 +160,8 @@ class LLMConfig(_Section):
     `connect_timeout` the connect one, `request_timeout` bounds a whole model call and
     `idle_timeout` a stream's wait for its next data event (SSE comments and keep-alive pings
     do not reset it); the last two end the call with a retryable `NetworkError` naming them.
+    `pools` are fallback pools over profiles (none by default); a pool's name is not also a
+    profile's, and `default_profile` may name either.
     """
 
     default_profile: str | None = None
@@ -158,6 +170,7 @@ class LLMConfig(_Section):
     request_timeout: float = Field(600.0, gt=0)
     idle_timeout: float = Field(120.0, gt=0)
     profiles: dict[str, ModelProfile] = Field(default_factory=_default_profiles)
+    pools: dict[str, FallbackPoolConfig] = Field(default_factory=dict)
 
 
 class MemoryConfig(_Section):
@@ -246,9 +259,36 @@ class RuntimeConfig(_Section):
         return self
 
     @model_validator(mode="after")
+    def _check_pools(self) -> RuntimeConfig:
+        profiles = self.llm.profiles
+        known = ", ".join(sorted(profiles)) or "none"
+        for name, pool in self.llm.pools.items():
+            key = f"llm.pools.{name}"
+            if name in profiles:
+                raise PydanticCustomError(
+                    "pool_shadows_profile",
+                    "is also the name of a profile: give the pool a name of its own",
+                    {"key": key, "value": name},
+                )
+            for member in pool.members:
+                if member not in profiles:
+                    raise PydanticCustomError(
+                        "unknown_profile",
+                        "names no configured profile (configured profiles: {known})",
+                        {"key": f"{key}.members", "value": member, "known": known},
+                    )
+            if len(set(pool.members)) != len(pool.members):
+                raise PydanticCustomError(
+                    "duplicate_member",
+                    "names a profile more than once",
+                    {"key": f"{key}.members", "value": pool.members},
+                )
+        return self
+
+    @model_validator(mode="after")
     def _check_default_profile(self) -> RuntimeConfig:
         name = self.llm.default_profile
-        if name is not None and name not in self.llm.profiles:
+        if name is not None and name not in self.llm.profiles and name not in self.llm.pools:
             known = ", ".join(sorted(self.llm.profiles)) or "none"
             raise PydanticCustomError(
                 "unknown_profile",

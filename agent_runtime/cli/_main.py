@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from agent_runtime._errors import ConfigError
+from agent_runtime.cli._models import add_models_command, run_models
 from agent_runtime.cli._tree import render_tree
 from agent_runtime.config import load_config
 from agent_runtime.runtime import Runtime
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-n", "--count", type=_positive(int), default=None, help="stop after COUNT polls"
     )
     top.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    add_models_command(commands)
     return parser
 
 
@@ -102,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agent-runtime` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"tree": _tree, "demo": _demo, "top": _top, "watch": _top}
+    handlers = {"tree": _tree, "demo": _demo, "top": _top, "watch": _top, "models": run_models}
     if args.command is None:
         parser.print_help()
         return 0

@@ -1,6 +1,22 @@
 """The provider-independent LLM layer: one ChatModel port, adapters, middleware, errors."""
 
+from agent_runtime.llm._config_changes import (
+    AddPoolMember,
+    AddProfile,
+    ConfigChange,
+    InvalidConfigChange,
+    RemovePoolMember,
+    RemoveProfile,
+    UpdateProfile,
+)
 from agent_runtime.llm._directory import ModelDirectory
+from agent_runtime.llm._provider_config import (
+    ConcurrentConfigEdit,
+    ConfigPreview,
+    ConfigSnapshot,
+    ConfirmationRequired,
+    ProviderConfiguration,
+)
 from agent_runtime.llm.base import BaseChatModel, ChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import (
@@ -115,4 +131,17 @@ __all__ = [
     "ToolSpec",
     "TruncatedResponseError",
     "UsageDelta",
+    # editing the provider profiles and fallback pools of the config file
+    "AddPoolMember",
+    "AddProfile",
+    "ConcurrentConfigEdit",
+    "ConfigChange",
+    "ConfigPreview",
+    "ConfigSnapshot",
+    "ConfirmationRequired",
+    "InvalidConfigChange",
+    "ProviderConfiguration",
+    "RemovePoolMember",
+    "RemoveProfile",
+    "UpdateProfile",
 ]

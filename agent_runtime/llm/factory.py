@@ -17,6 +17,7 @@ from collections.abc import Callable
 from agent_runtime._errors import ConfigError
 from agent_runtime.config import ModelProfile, RuntimeConfig, load_config
 from agent_runtime.llm._port import ChatModel
+from agent_runtime.llm.middleware.fallback import FallbackModel
 from agent_runtime.llm.providers._http import HttpOptions
 from agent_runtime.llm.providers.anthropic import anthropic
 from agent_runtime.llm.providers.gemini import gemini
@@ -42,6 +43,9 @@ def register_profile_kind(kind: str, builder: ProfileBuilder) -> None:
 def from_config(name: str | None = None, *, config: RuntimeConfig | None = None) -> ChatModel:
     """Build the model of profile `name` (default: `llm.default_profile`) from config.
 
+    A `name` of one of `[llm.pools]` builds a `FallbackModel` over its members' models, in the
+    pool's order and with its circuit-breaker settings.
+
     Profiles name a provider kind (`openai`, `openai_compatible`, `anthropic`, `gemini`, or
     `scripted` and any other kind registered with `register_profile_kind`), a model, an
     optional base_url, the environment variable holding the API key (read again on every
@@ -50,7 +54,7 @@ def from_config(name: str | None = None, *, config: RuntimeConfig | None = None)
     Raises:
         ConfigError: no `name` was given and no `llm.default_profile` is configured, the
             profile does not exist, its kind is not registered, or its API key variable is
-            not set.
+            not set (for a pool: that of any member).
     """
     config = config or load_config()
     name = name or config.llm.default_profile
@@ -61,6 +65,13 @@ def from_config(name: str | None = None, *, config: RuntimeConfig | None = None)
             "from_config, or set [llm] default_profile in config/runtime.toml (or the "
             f"environment variable AGENT_RUNTIME_LLM__DEFAULT_PROFILE); configured profiles: "
             f"{known}"
+        )
+    pool = config.llm.pools.get(name)
+    if pool is not None:
+        return FallbackModel(
+            [from_config(member, config=config) for member in pool.members],
+            failure_threshold=pool.failure_threshold,
+            reset_timeout=pool.reset_timeout,
         )
     profile = config.llm.profiles.get(name)
     if profile is None:

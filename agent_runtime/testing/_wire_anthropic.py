@@ -46,6 +46,10 @@ _STATUS_TYPES = {
     529: "overloaded_error",
 }
 
+REQUEST_ID_HEADER = "request-id"
+"""The response header that carries the request id (not OpenAI's `x-request-id`): the official
+SDK reads it into `Message._request_id` and `APIStatusError.request_id`."""
+
 _MESSAGE_ID = "msg_mock"
 _ARGUMENT_PIECES = 3
 """Tool arguments are streamed in this many `input_json_delta` fragments."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +37,79 @@ _STATUS_NAMES = {
 }
 
 
+def is_base64(value: str) -> bool:
+    """Whether `value` is base64 as Gemini's `bytes` fields take it: the standard or URL-safe
+    alphabet, padding optional, no stray characters or non-zero trailing bits (the official SDK
+    rejects those too)."""
+    standard = value.replace("-", "+").replace("_", "/")
+    padded = standard + "=" * (-len(standard) % 4)
+    try:
+        decoded = base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return base64.b64encode(decoded).decode("ascii") == padded
+
+
+def _bad_signatures(request: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """`(field path, value)` of each thought signature in the request that is not base64."""
+    bad: list[tuple[str, str]] = []
+    contents = request.get("contents")
+    for i, content in enumerate(contents if isinstance(contents, list) else []):
+        parts = content.get("parts") if isinstance(content, Mapping) else None
+        for j, part in enumerate(parts if isinstance(parts, list) else []):
+            if not isinstance(part, Mapping):
+                continue
+            for key in ("thoughtSignature", "thought_signature"):
+                value = part.get(key)
+                if value is not None and not (isinstance(value, str) and is_base64(value)):
+                    bad.append((f"contents[{i}].parts[{j}].thought_signature", str(value)))
+    return bad
+
+
+def refusal(request: Mapping[str, Any], turn: ScriptedTurn | None) -> tuple[int, Any] | None:
+    """What the server answers in place of the script entry, or None to play it.
+
+    A request with a `thoughtSignature` that is not base64 gets the API's 400 INVALID_ARGUMENT
+    naming the field (the signature is a proto `bytes` field). A scripted turn whose
+    `thinking_signature` is not base64 is one Gemini could never send (its SDK would fail to
+    parse it), so the mock answers 400 naming the script's mistake instead of serving it.
+    """
+    bad = _bad_signatures(request)
+    if bad:
+        field, value = bad[0]
+        message = f"Invalid value at '{field}' (TYPE_BYTES), Base64 decoding failed for {value!r}"
+        violations = [
+            {"field": path, "description": f"Invalid value at '{path}' (TYPE_BYTES)"}
+            for path, _ in bad
+        ]
+        details = [
+            {"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": violations}
+        ]
+        return 400, _google_error(400, message, details)
+    signature = turn.thinking_signature if turn is not None else None
+    if signature and not is_base64(signature):
+        message = (
+            f"MockProviderServer cannot serve this script: thinking_signature {signature!r} is "
+            "not base64, and Gemini's thought signatures always are (its SDK rejects others); "
+            f"script a base64 one, e.g. {base64.b64encode(signature.encode()).decode()!r}"
+        )
+        return 400, _google_error(400, message)
+    return None
+
+
+def _google_error(
+    code: int, message: str, details: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    inner: dict[str, Any] = {
+        "code": code,
+        "message": message,
+        "status": _STATUS_NAMES.get(code, "UNKNOWN"),
+    }
+    if details:
+        inner["details"] = details
+    return {"error": inner}
+
+
 class GeminiWire:
     """Gemini's `generateContent` / `streamGenerateContent?alt=sse` and `GET /v1beta/models`.
 
@@ -43,7 +118,8 @@ class GeminiWire:
     them (on an empty text part when there is none), each text chunk as its own stream event,
     each tool call whole in its own event (with the turn's id), then an event with the
     `finishReason` and `usageMetadata`. Errors use Google's `{"error": {code, message, status,
-    details}}` body, `retry_after` as a `RetryInfo.retryDelay`.
+    details}}` body, `retry_after` as a `RetryInfo.retryDelay`. Thought signatures are base64 both
+    ways (`refusal`): the mock refuses a request or a script with any other kind.
     """
 
     name = "gemini"
@@ -151,19 +227,15 @@ class GeminiWire:
             message = f"You {_QUOTA}, please check your plan and billing details. {message}"
         if isinstance(error, ContextLengthExceededError) and _CONTEXT not in message.lower():
             message = f"The {_CONTEXT} exceeds the maximum number of tokens allowed. {message}"
-        inner: dict[str, Any] = {
-            "code": code,
-            "message": message,
-            "status": _STATUS_NAMES.get(code, "UNKNOWN"),
-        }
+        details = None
         if error.retry_after is not None:
-            inner["details"] = [
+            details = [
                 {
                     "@type": "type.googleapis.com/google.rpc.RetryInfo",
                     "retryDelay": f"{error.retry_after:g}s",
                 }
             ]
-        return {"error": inner}
+        return _google_error(code, message, details)
 
     def render_error(self, error: LLMError) -> tuple[int, Any, dict[str, str]]:
         """Google's error body; `retry_after` travels in the body, as Gemini sends it."""

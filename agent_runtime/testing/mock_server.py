@@ -5,6 +5,10 @@ One server speaks the OpenAI (Chat Completions), Anthropic (Messages) and Gemini
 sockets, never by patching httpx. Each request takes the next queued entry: a `ScriptedTurn`
 (rendered in the request's format, streamed or not as the request asked) or a `MockResponse`
 (an exact status, body, headers or SSE events, optionally hanging or disconnecting mid-stream).
+Answers carry the request-id header as each API names it (Anthropic's `request-id`, else
+`x-request-id`), and a request the real API would refuse for its shape (Gemini: a
+`thoughtSignature` that is not base64) gets that API's error in place of its script entry.
+The official SDKs parse what it serves (tests/agent_runtime/llm/test_mock_wire_shapes.py).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -29,11 +34,22 @@ from agent_runtime.llm.errors import ContextLengthExceededError
 from agent_runtime.testing._llama_cpp import NOT_FOUND, rejection, without_usage_option
 from agent_runtime.testing._sse import sse_frame
 from agent_runtime.testing._wire import WIRE_FORMATS, WireFormat
+from agent_runtime.testing._wire_anthropic import REQUEST_ID_HEADER as ANTHROPIC_REQUEST_ID
+from agent_runtime.testing._wire_gemini import refusal as gemini_refusal
 from agent_runtime.testing.scripted import ScriptedTurn
 
 Dialect = Literal["openai", "llama_cpp"]
 """Whose server the OpenAI wire format imitates: OpenAI's, or llama-cpp-python's."""
 DIALECTS: tuple[str, ...] = get_args(Dialect)
+
+_REQUEST_ID_HEADERS = {"anthropic": ANTHROPIC_REQUEST_ID}
+"""The response header naming the request id, where a format's API does not call it
+`x-request-id` (OpenAI's name)."""
+
+_Refusal = Callable[[Mapping[str, Any], ScriptedTurn | None], tuple[int, Any] | None]
+_REFUSALS: dict[str, _Refusal] = {"gemini": gemini_refusal}
+"""Per format: `(status, body)` of what its API answers instead of the script entry, for a
+request it refuses (or a scripted turn it could never send), else None."""
 
 
 class MockResponse(BaseModel):
@@ -218,6 +234,7 @@ def _make_handler(server: MockProviderServer) -> type[BaseHTTPRequestHandler]:
 class _Handler(BaseHTTPRequestHandler):
     mock: MockProviderServer
     protocol_version = "HTTP/1.0"
+    _request_id_header = "x-request-id"
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
@@ -240,6 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
         wire = next(
             (w for w in WIRE_FORMATS.values() if w.matches(method, parts.path, headers)), None
         )
+        self._request_id_header = _REQUEST_ID_HEADERS.get(wire.name if wire else "", "x-request-id")
         self.mock._record(
             RecordedRequest(
                 method, parts.path, parse_qs(parts.query), headers, body, wire.name if wire else ""
@@ -289,6 +307,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(
         self, wire: WireFormat, response: MockResponse, path: str, body: dict[str, Any]
     ) -> None:
+        refuse = _REFUSALS.get(wire.name)
+        refused = refuse(body, response.turn) if refuse is not None else None
+        if refused is not None:
+            self._send_json(*refused)
+            return
         streaming = wire.is_stream(path, body)
         turn = response.turn
         llama = self.mock.dialect == "llama_cpp" and wire.name == "openai"
@@ -324,7 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(response.status)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
-        self.send_header("x-request-id", "req_mock")
+        self.send_header(self._request_id_header, "req_mock")
         for key, value in response.headers.items():
             self.send_header(key, value)
         self.end_headers()
@@ -390,7 +413,7 @@ class _Handler(BaseHTTPRequestHandler):
         is_json = not isinstance(body, bytes | str)
         self.send_header("content-type", "application/json" if is_json else "text/plain")
         self.send_header("content-length", str(len(data)))
-        self.send_header("x-request-id", "req_mock")
+        self.send_header(self._request_id_header, "req_mock")
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()

@@ -151,7 +151,7 @@ def test_a_collected_stream_equals_generate(server: MockProviderServer, wire: st
     turn = ScriptedTurn(
         chunks=["The answer ", "is 4."],
         thinking="2+2",
-        thinking_signature="sig-1",
+        thinking_signature="c2lnLTE=",
         tool_calls=[ToolCall(id="call_1", name="check", arguments={"n": 4})],
         usage=Usage(input_tokens=12, output_tokens=8, cached_input_tokens=4),
     )

@@ -146,13 +146,13 @@ def test_thinking_is_streamed_and_sent_back_with_its_signature(
     server: MockProviderServer,
 ) -> None:
     server.enqueue(
-        ScriptedTurn(text="42", thinking="Compute.", thinking_signature="sig-A"), "thanks"
+        ScriptedTurn(text="42", thinking="Compute.", thinking_signature="c2lnLUE="), "thanks"
     )
     model = model_for(server)
     request = ChatRequest(messages=[UserMessage(content="6*7?")], reasoning="high")
     first = assembled(model)
     assert first.message.content == [
-        ThinkingContent(thinking="Compute.", signature="sig-A"),
+        ThinkingContent(thinking="Compute.", signature="c2lnLUE="),
         TextContent(text="42"),
     ]
     follow_up = ChatRequest(
@@ -164,7 +164,7 @@ def test_thinking_is_streamed_and_sent_back_with_its_signature(
         "role": "model",
         "parts": [
             {"text": "Compute.", "thought": True},
-            {"text": "42", "thoughtSignature": "sig-A"},
+            {"text": "42", "thoughtSignature": "c2lnLUE="},
         ],
     }
     assert sent["generationConfig"]["thinkingConfig"] == {
@@ -180,16 +180,16 @@ def test_thought_signatures_on_text_and_function_call_parts_are_echoed(
         MockResponse(
             events=[
                 event({"text": "summary", "thought": True}),
-                event({"text": "I will ", "thoughtSignature": "SIG-TEXT"}),
+                event({"text": "I will ", "thoughtSignature": "U0lHLVRFWFQ="}),
                 event({"text": "look."}),
                 event(
                     {
                         "functionCall": {"name": "read", "args": {"p": 1}},
-                        "thoughtSignature": "SIG-FC",
+                        "thoughtSignature": "U0lHLUZD",
                     }
                 ),
                 event({"functionCall": {"name": "read", "args": {"p": 2}}}),
-                event({"text": "", "thoughtSignature": "SIG-END"}, finish="STOP"),
+                event({"text": "", "thoughtSignature": "U0lHLUVORA=="}, finish="STOP"),
             ]
         ),
         "ok",
@@ -203,10 +203,10 @@ def test_thought_signatures_on_text_and_function_call_parts_are_echoed(
     generate(model, ChatRequest(messages=[*HI.messages, answer.message, *results]))
     assert server.requests[1].json["contents"][1]["parts"] == [
         {"text": "summary", "thought": True},
-        {"text": "I will look.", "thoughtSignature": "SIG-TEXT"},
-        {"functionCall": {"name": "read", "args": {"p": 1}}, "thoughtSignature": "SIG-FC"},
+        {"text": "I will look.", "thoughtSignature": "U0lHLVRFWFQ="},
+        {"functionCall": {"name": "read", "args": {"p": 1}}, "thoughtSignature": "U0lHLUZD"},
         {"functionCall": {"name": "read", "args": {"p": 2}}},
-        {"text": "", "thoughtSignature": "SIG-END"},
+        {"text": "", "thoughtSignature": "U0lHLUVORA=="},
     ]
 
 
