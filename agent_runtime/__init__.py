@@ -77,7 +77,14 @@ from agent_runtime.messages import (
     UserMessage,
 )
 from agent_runtime.registry import AgentRegistry
-from agent_runtime.runtime import Runtime
+from agent_runtime.runtime import (
+    AgentStatus,
+    Runtime,
+    RuntimeStats,
+    RuntimeTree,
+    SubscriptionStatus,
+    TreeNode,
+)
 from agent_runtime.tools import (
     Tool,
     ToolArgumentsError,
@@ -173,6 +180,11 @@ __all__ = [
     "RunFailed",
     "Runtime",
     "RuntimeConfig",
+    "RuntimeTree",
+    "AgentStatus",
+    "RuntimeStats",
+    "TreeNode",
+    "SubscriptionStatus",
     "StreamClosed",
     "StreamOverflow",
     "load_config",

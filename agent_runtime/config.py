@@ -201,11 +201,14 @@ class MemoryConfig(_Section):
 class TelemetryConfig(_Section):
     """Logs and traces (DESIGN.md 10). `log_format = "auto"`: console on a TTY, else JSON.
     `log_content` is what `agent_runtime.telemetry.log_content()` answers once a Runtime
-    started with it (`ObservableModel` follows it unless given `log_content=`)."""
+    started with it (`ObservableModel` follows it unless given `log_content=`).
+    `status_socket` (None: off) is the path of a Unix socket on which a Runtime serves its
+    `tree()` and `stats()` as JSON while it runs, for `agent-runtime top`."""
 
     log_format: Literal["auto", "console", "json"] = "auto"
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     log_content: bool = False
+    status_socket: str | None = Field(None, min_length=1)
 
 
 class RuntimeConfig(_Section):

@@ -24,6 +24,7 @@ from agent_runtime.agent._messages import Call, Fact, answer
 from agent_runtime.agent._run import Queued, RunInbox, RunView, take_all
 from agent_runtime.agent._session_sync import SessionMirror
 from agent_runtime.agent._shell import AgentShell
+from agent_runtime.agent._status import ActorStatus
 from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import Subscription
 from agent_runtime.events import AgentEnd, Error, Event
@@ -106,6 +107,7 @@ class AgentActor(SupervisedActor):
             ref=self.actor_ref,
             metadata={"model": self.model.info.model, "restart": shell.options.restart},
         )
+        self._publish_status()
 
     def on_stop(self) -> None:
         if self.run is not None:
@@ -231,6 +233,7 @@ class AgentActor(SupervisedActor):
         self.run = ActiveRun(view)
         self.error = None
         self.ended_ok_at = -math.inf
+        self._publish_status()
         self.log.debug("agent.run.started", run_id=view.run_id, continued=prompts is None)
         return view
 
@@ -254,6 +257,7 @@ class AgentActor(SupervisedActor):
         for name, args in facts:
             getattr(self, f"_fact_{name}")(run_id, *args)
             self._mutated(name)
+        self._publish_status()  # once per batch: a few per turn, none per token
 
     def _fact_message_committed(self, run_id: str, message: Message) -> None:
         if self._current(run_id) is not None:
@@ -361,6 +365,7 @@ class AgentActor(SupervisedActor):
         self.steering.clear()
         self.follow_ups.clear()
         self.error = None
+        self._publish_status()
         return True
 
     def _on_idle_future(self) -> Future[Event] | None:
@@ -415,6 +420,7 @@ class AgentActor(SupervisedActor):
                 ref.tell(Fact("prune"))
 
         self._publish([*live, weakref.ref(sub, collected)])
+        self.host.counters.watch_dropped(sub.stream)
 
     def _fact_unsubscribe(self, sub: Subscription) -> None:
         self._publish([r for r in self._live() if r() is not sub])
@@ -430,6 +436,17 @@ class AgentActor(SupervisedActor):
             self.shell.subscriptions = tuple(refs)
 
     # -- state ------------------------------------------------------------------------------------
+
+    def _publish_status(self) -> None:
+        """Publish what `Runtime.tree()` shows of this agent: one reference swap, so its
+        readers never wait for this actor."""
+        run = self.run
+        if run is None:
+            status = ActorStatus(None, self.error, self.steering, self.follow_ups)
+        else:
+            inbox = run.view.inbox
+            status = ActorStatus(run.view.run_id, self.error, inbox.steering, inbox.follow_ups)
+        self.shell.status = status
 
     def _on_state(self) -> dict[str, Any]:
         """The fields of an `AgentState` (copied here; the model is built by the caller)."""

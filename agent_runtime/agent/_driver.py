@@ -13,17 +13,21 @@ from agent_runtime.agent._history import pair_dangling_calls
 from agent_runtime.agent._messages import answer
 from agent_runtime.agent._run import RunView
 from agent_runtime.agent._shell import AgentShell
+from agent_runtime.agent._status import Phase, RunProgress
 from agent_runtime.events import (
     AgentEnd,
+    AgentStart,
     Canceled,
     Error,
     Event,
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    ProviderRetry,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
+    TurnStart,
     is_terminal,
 )
 from agent_runtime.llm._abortable import aclose_quietly
@@ -33,6 +37,8 @@ from supervisors import EventLoopDied
 
 # How long a run's end waits for its last session-memory append (the writer logs failures).
 COMMIT_WAIT = 30.0
+
+_OUTCOMES: dict[type, str] = {AgentEnd: "completed", Error: "failed", Canceled: "canceled"}
 
 
 class RunDriver:
@@ -55,6 +61,9 @@ class RunDriver:
     - Events of consecutive runs reach each subscription in run order.
     - A run whose actor crashed ends with `Error("agent_crashed: ...")`; its turns from then on
       are not committed (the restarted actor reads the session as it was).
+    - The run's progress (turn, phase, tools running) is published on the shell for
+      `Runtime.tree()` at each event that is not a token, and the runtime's counters (runs,
+      turns, tool calls, tokens, retries) are counted here, from the events.
     """
 
     def __init__(
@@ -79,6 +88,10 @@ class RunDriver:
         self.facts: list[tuple[str, tuple[Any, ...]]] = []  # not yet told to the actor
         self.turn_ended = False
         self.last_seq = 0  # of the loop's last event, for an end the driver has to make
+        self.counters = shell.host.counters
+        self.turn = 0
+        self.phase: Phase = "starting"
+        self.running_tools: dict[str, str] = {}  # call id -> tool name, in start order
         self.log = shell.log.bind(run_id=view.run_id)
 
     async def drive(self) -> None:
@@ -162,9 +175,13 @@ class RunDriver:
         elif isinstance(event, MessageStart):
             if isinstance(event.message, AssistantMessage):
                 view.stream_event = event
+                self._progress("streaming")
         elif isinstance(event, MessageEnd):
             view.stream_event = None
             message = event.message
+            if isinstance(message, AssistantMessage):
+                self.counters.tokens_used(message.usage.input_tokens, message.usage.output_tokens)
+                self._progress("running")
             failed = isinstance(message, AssistantMessage) and message.stop_reason in (
                 "error",
                 "aborted",
@@ -174,14 +191,36 @@ class RunDriver:
                 self.run_messages.append(message)
                 self.facts.append(("message_committed", (message,)))
         elif isinstance(event, ToolExecutionStart):
+            self.running_tools[event.tool_call_id] = event.name
+            self._progress()
             self.facts.append(("tool_started", (event.tool_call_id,)))
             self._flush()  # a tool may run for long: state() shows it at once
         elif isinstance(event, ToolExecutionEnd):
+            self.running_tools.pop(event.tool_call_id, None)
+            self._progress()
+            self.counters.tool_ended(event.is_error, event.result.details)
             self.facts.append(("tool_ended", (event.tool_call_id,)))
             self._flush()
         elif isinstance(event, TurnEnd):
             self._commit()
             self.turn_ended = True
+        elif isinstance(event, TurnStart):
+            self.turn += 1
+            self.counters.turn_started()
+            self._progress("waiting")
+        elif isinstance(event, ProviderRetry):
+            self.counters.retry_scheduled()
+            self._progress("retrying")
+        elif isinstance(event, AgentStart):
+            self._progress("starting")
+
+    def _progress(self, phase: Phase | None = None) -> None:
+        """Publish the run's progress (one reference swap; never per token)."""
+        if phase is not None:
+            self.phase = phase
+        self.shell.progress = RunProgress(
+            self.view.run_id, self.turn, self.phase, tuple(self.running_tools.values())
+        )
 
     def _flush(self) -> None:
         """Tell the actor the facts gathered since the last flush, in one message: a thread
@@ -230,6 +269,8 @@ class RunDriver:
         if self.memory_error is not None and isinstance(terminal, AgentEnd):
             terminal = terminal.model_copy(update={"memory_error": self.memory_error})
         self.terminal = terminal
+        self.running_tools.clear()
+        self._progress("ending")
         self.facts.append(("run_ended", (terminal, dangling)))
         self._flush()
         return terminal
@@ -252,6 +293,7 @@ class RunDriver:
             agent=self.shell.key, run_id=view.run_id, reason="lost"
         )
         answer(view.ended, result=terminal)  # the actor may be gone and never hear of the end
+        self.counters.run_ended(_OUTCOMES.get(type(terminal), "canceled"))
         if self.shell.run_delivered(view):
             self.shell.close_subscriptions()
         answer(view.outcome, result=terminal)

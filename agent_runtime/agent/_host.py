@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from agent_runtime._counters import RuntimeCounters
 from agent_runtime.abort import AbortTable
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.loop import LoopHost
@@ -35,6 +36,8 @@ class AgentHost(LoopHost, Protocol):
     def tool_tasks(self) -> TaskSupervisor: ...
     @property
     def stopping(self) -> bool: ...
+    @property
+    def counters(self) -> RuntimeCounters: ...
 
     def spawn_subagent(self, parent: Any, role: str, options: dict[str, Any]) -> Any:
         """Start a subagent of `parent` (an Agent) in its session; returns its Agent."""

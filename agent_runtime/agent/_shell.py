@@ -20,6 +20,7 @@ from agent_runtime.agent._host import AgentHost
 from agent_runtime.agent._messages import answer
 from agent_runtime.agent._options import AgentOptions
 from agent_runtime.agent._run import RunView
+from agent_runtime.agent._status import ActorStatus, RunProgress
 from agent_runtime.event_stream import Subscription
 from agent_runtime.event_stream._subscription import deliver
 from agent_runtime.events import Event
@@ -37,8 +38,10 @@ class IncarnationExited(Exception):
 class AgentShell:
     """The agent between incarnations of its actor.
 
-    Written by one side each: `ref`, `subscriptions` and `options` by the current actor
-    (subscriptions also emptied when the agent ends); `last_driver` by the event-loop thread.
+    Written by one side each: `ref`, `subscriptions`, `options` and `status` by the current
+    actor (subscriptions also emptied when the agent ends); `last_driver` and `progress` by
+    the event-loop thread. `status` and `progress` are immutable snapshots for
+    `Runtime.tree()` (see `_status`).
     The runs whose end is not yet delivered, `stopped` and `children` change under this
     module's lock, which is never held while calling out.
 
@@ -63,6 +66,9 @@ class AgentShell:
         self.stopped = False
         self.stop_reason = ""
         self.last_driver: asyncio.Task[None] | None = None
+        self.status: ActorStatus | None = None  # None until the first incarnation started
+        self.progress: RunProgress | None = None
+        self.incarnations = 0  # actors started so far: a transient agent's restarts + 1
         # The actor's: (options, model, LoopConfig) built from them, reused while they stay.
         self.loop_settings: tuple[Any, Any, Any] | None = None
         self._children: weakref.WeakSet[AgentShell] = weakref.WeakSet()
@@ -78,7 +84,11 @@ class AgentShell:
         """A new incarnation started (its `on_start`, in its thread): watch its exit."""
         with self._lock:
             self.ref = ref
+            self.incarnations += 1
+            restarted = self.incarnations > 1
             self._lock.notify_all()
+        if restarted:
+            self.host.counters.restarted()
         monitor(ref, lambda _ref, reason: self._incarnation_exited(reason))
 
     def new_reply(self) -> Future[Any]:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import pykka
 import structlog
 
+from agent_runtime._counters import RuntimeCounters
 from agent_runtime._errors import AgentStopped
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
@@ -26,6 +27,8 @@ from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.memory import SessionMemory, SessionWriter, open_session_memory
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.runtime._holder import TableOwner
+from agent_runtime.runtime._introspection import Introspection, RuntimeStats, RuntimeTree
+from agent_runtime.runtime._status_socket import StatusSocket
 from agent_runtime.runtime._subagents import Subagents
 from agent_runtime.telemetry import configure_logging as configure_structlog
 from agent_runtime.tools import ToolRegistry
@@ -83,7 +86,8 @@ class Runtime:
     run's loop and all LLM I/O) and `tool_tasks` (a TaskSupervisor for synchronous tools).
     The tables belong to this object, so a restart of their owner actors loses nothing.
     Several runtimes live in one process independently. Use as a context manager to stop
-    it on exit.
+    it on exit. `tree()` and `stats()` show what it is doing without waiting on it; with
+    `telemetry.status_socket` set, it serves them on that Unix socket (`agent-runtime top`).
     """
 
     def __init__(self, config: RuntimeConfig, name: str) -> None:
@@ -97,6 +101,14 @@ class Runtime:
         self._tool_tasks: TaskSupervisor | None = None
         self._supervisor: Supervisor | None = None
         self._stopped = False
+        self.counters = RuntimeCounters()  # what stats() reads; agents count into it
+        self._introspection = Introspection(
+            name,
+            self.registry,
+            self.counters,
+            lambda: self._supervisor is not None and self._supervisor.alive,
+        )
+        self._status_socket: StatusSocket | None = None
         self.tools = ToolRegistry()
         self.memory: SessionMemory = open_session_memory(config)  # with its compaction trigger
         self.memory_writer = SessionWriter(self.memory, name=f"{name}.session-writer")
@@ -122,7 +134,8 @@ class Runtime:
         logging alone. Blocks while the tree starts: from asyncio use `astart`.
 
         Raises:
-            ConfigError: the configuration is invalid.
+            ConfigError: the configuration is invalid, or `telemetry.status_socket` cannot
+                be served (the message says why).
             TypeError: `config` is of another type.
         """
         if config is None or isinstance(config, str | os.PathLike):
@@ -133,9 +146,19 @@ class Runtime:
             )
         if configure_logging:
             configure_structlog(config.telemetry)
-        runtime = cls(config, name or f"runtime-{next(_runtime_ids)}")
-        runtime._start_tree()
-        log.info("runtime.started", runtime=runtime.name)
+        path = config.telemetry.status_socket
+        status_socket = StatusSocket.bind(path) if path is not None else None  # fails first
+        try:
+            runtime = cls(config, name or f"runtime-{next(_runtime_ids)}")
+            runtime._start_tree()
+        except BaseException:
+            if status_socket is not None:
+                status_socket.close()
+            raise
+        if status_socket is not None:
+            runtime._status_socket = status_socket
+            status_socket.serve(runtime._introspection.report, name=f"{runtime.name}.status")
+        log.info("runtime.started", runtime=runtime.name, status_socket=path)
         return runtime
 
     @classmethod
@@ -181,7 +204,7 @@ class Runtime:
             return handle.ref
 
         shutdown = sup.shutdown
-        children = [
+        specs = [
             ChildSpec(id="abort_table", start=lambda: TableOwner.start(self.abort_table)),
             ChildSpec(id="registry", start=lambda: TableOwner.start(self.registry)),
             ChildSpec(
@@ -196,6 +219,7 @@ class Runtime:
             ChildSpec(id="loop_tasks", start=start_loop_tasks, shutdown=shutdown + 1.0),
             ChildSpec(id="tool_tasks", start=start_tool_tasks, shutdown=shutdown + 1.0),
         ]
+        children = self._introspection.watched(specs, agents_under="subagents")
         self._supervisor = Supervisor.start(
             children,
             strategy="one_for_one",
@@ -239,6 +263,26 @@ class Runtime:
     def alive(self) -> bool:
         """True until `stop()` or until the root supervisor gave up."""
         return not self._stopped and self.supervisor.alive
+
+    # -- introspection --------------------------------------------------------------------------
+
+    def tree(self) -> RuntimeTree:
+        """A snapshot of the supervision tree and of every live agent's status.
+
+        Cheap and never blocking: it reads what each agent last published (an immutable
+        snapshot swapped in by its actor and its run driver) and never sends an actor a
+        message, so it answers at once however busy the agents are, also from a tool. The
+        price is freshness: it may be a few milliseconds behind the agents (a fact on its
+        way to an actor is not in it yet). An agent between two incarnations (a transient
+        restart) is missing from it for that moment.
+        """
+        return self._introspection.tree()
+
+    def stats(self) -> RuntimeStats:
+        """The runtime's counters since it started (runs and tool calls by outcome, turns,
+        tokens, retries, restarts, dropped events). Cheap and never blocking, as `tree()`;
+        a few milliseconds behind the agents at most."""
+        return self._introspection.stats()
 
     # -- agents ---------------------------------------------------------------------------------
 
@@ -304,6 +348,8 @@ class Runtime:
             if self._stopped:
                 return
             self._stopped = True
+        if self._status_socket is not None:  # a watcher sees the runtime gone from now on
+            self._status_socket.close()
         started = time.monotonic()
         deadline = started + timeout
         # Every running run ends with Canceled("runtime_stopping") at its subscribers, within

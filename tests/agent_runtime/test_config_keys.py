@@ -697,3 +697,16 @@ def test_an_explicit_log_content_wins_over_the_config(monkeypatch: pytest.Monkey
     with started(telemetry__log_content="true"), capture_logs() as logs:
         model.generate_sync(ChatRequest(messages=[UserMessage(content="hi")]), timeout=5)
     assert "the secret answer" not in json.dumps(logs, default=str)
+
+
+@covers("telemetry.status_socket")
+def test_status_socket_serves_the_runtimes_tree_while_it_runs(tmp_path: Path) -> None:
+    from agent_runtime.runtime import fetch_status
+
+    path = tmp_path / "status.sock"
+    with started(telemetry__status_socket=str(path)) as runtime:
+        runtime.start_agent(("s", "main", 0), model=ScriptedModel(["a"]))
+        report = fetch_status(path)
+        assert report.tree.runtime == runtime.name
+        assert [tuple(a.key) for a in report.tree.agents] == [("s", "main", 0)]
+    assert not path.exists()
