@@ -176,6 +176,7 @@ class Operator:
     def _researcher_checks(self) -> None:
         researchers = [k for k in self.journal.tallies() if k.role == "researcher"]
         if not researchers:
+            self._check("two subagents ran in parallel", None, "no researcher ran")
             return
         key = researchers[0]
         self._await("the researcher's answer", lambda: self._spans(key)[-1].end is not None)
@@ -260,8 +261,8 @@ class Operator:
         self._check(
             "a transient agent was restarted with its history",
             bool(history) and not validate_transcript(history),
-            f"same key, new actor, {len(history)} messages ({results} tool results) "
-            "restored from session memory",
+            f"same key, new actor, {_count(len(history), 'message')} "
+            f"({_count(results, 'tool result')}) restored from session memory",
         )
         self._step(5, "the orchestrator answers")
         if history and not isinstance(history[-1], AssistantMessage):
@@ -301,3 +302,7 @@ def _overlap(a: RunSpan, b: RunSpan) -> float:
     end_a = a.end if a.end is not None else float("inf")
     end_b = b.end if b.end is not None else float("inf")
     return max(0.0, min(end_a, end_b) - max(a.start, b.start))
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"

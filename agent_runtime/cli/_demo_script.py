@@ -138,16 +138,23 @@ def subagent_model(pace: Pace) -> RoleScripts:
                 "the siblings keep running.",
                 first=0.35,
             ),
+            # Only played if the steering message came after the notes lookup: it is then
+            # delivered after the answer above, and answered here.
+            pace.say("Noted: the three points above include how a crash stays isolated."),
         ],
         model="scripted-researcher",
     )
     critic = ScriptedModel(
         [
-            # Crashed mid-answer by the demo's operator.
+            # Crashed mid-answer by the demo's operator (long, so the crash is never late).
             pace.say(
-                "Objections, strongest first: a restart replays only committed turns, so "
-                "the answer in flight is lost; supervision cannot fix a model that is "
-                "confidently wrong; and restarts cost tokens when history is replayed.",
+                "Objections, strongest first. One: a restart replays only committed turns, "
+                "so the answer in flight is lost and has to be asked for again. Two: "
+                "supervision cannot fix a model that is confidently wrong; it only keeps the "
+                "process alive. Three: restarts cost tokens when a long history is replayed "
+                "into a fresh context. Four: a restart budget that is too generous hides a "
+                "real fault behind a loop of quiet restarts, and one that is too strict gives "
+                "up on an agent that only hit a passing network error.",
                 gap=0.09,
             ),
             ScriptedTurn(
@@ -164,11 +171,15 @@ def subagent_model(pace: Pace) -> RoleScripts:
     )
     writer = ScriptedModel(
         [
-            # Aborted mid-draft with its parent by the demo's operator.
+            # Aborted mid-draft with its parent by the demo's operator (long, as above).
             pace.say(
                 "Brief. LLM agents fail in ordinary ways: streams drop, tools hang, "
-                "processes die. A supervision tree treats that as routine rather than "
-                "as an emergency, because",
+                "processes die, providers answer with rate limits at the worst moment. A "
+                "supervision tree treats all of that as routine rather than as an "
+                "emergency, because each agent is an actor with a supervisor that knows "
+                "what to do when it exits: restart it, within a budget, or let it go, and "
+                "in either case leave its parent and its siblings exactly as they were, "
+                "with",
                 gap=0.09,
             ),
             pace.say(

@@ -30,6 +30,7 @@ from agent_runtime.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
+    TurnStart,
 )
 from agent_runtime.messages import AssistantMessage, UserMessage
 
@@ -57,7 +58,8 @@ class RunSpan:
 
 @dataclass
 class Tally:
-    """Counts for one agent, from its events."""
+    """Counts for one agent, from its events: turns started, tool calls ended, the tokens
+    of turns that ended, provider retries scheduled, and its runs."""
 
     turns: int = 0
     tool_calls: int = 0
@@ -130,8 +132,9 @@ class Journal:
                 return f"hears: {_short(message.text)}", "cyan"
             if isinstance(message, AssistantMessage) and message.text.strip():
                 return f"says: {_short(message.text)}", ""
+        elif isinstance(event, TurnStart):
+            tally.turns += 1  # turns started, as `RuntimeStats.turns` counts them
         elif isinstance(event, TurnEnd):
-            tally.turns += 1
             tally.input_tokens += event.message.usage.input_tokens
             tally.output_tokens += event.message.usage.output_tokens
         elif isinstance(event, ToolExecutionStart):

@@ -2,8 +2,8 @@
 a scrolling event log, and the closing summary table; plain lines when not on a terminal.
 
 `Presenter.run(work)` runs `work` on a thread and shows it meanwhile: on a terminal a rich
-`Live` view redrawn up to 8 times a second from `runtime.tree()`/`stats()` (via
-`_snapshot.take`) and the journal; otherwise each journal line printed once, as it comes.
+`Live` view redrawn up to 8 times a second from `runtime.tree()`, `runtime.stats()` and the
+journal; otherwise each journal line printed once, as it comes.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from rich.text import Text
 from rich.tree import Tree
 
 from agent_runtime._key import AgentKey
+from agent_runtime.cli._demo_scenario import Outcome
 from agent_runtime.cli._journal import Journal, Line, Tally, who
-from agent_runtime.cli._snapshot import AgentView, NodeView, StatsView, TreeView
+from agent_runtime.runtime import AgentStatus, RuntimeStats, RuntimeTree, TreeNode
 
 T = TypeVar("T")
-Snapshot = Callable[[], tuple[TreeView, StatsView | None]]
+Snapshot = Callable[[], tuple[RuntimeTree, RuntimeStats]]
 
 FRAME = 1 / 8  # seconds between redraws of the live view
 STATUS_STYLE = {"running": "bold green", "idle": "cyan", "stopped": "red"}
@@ -37,7 +38,7 @@ STATUS_STYLE = {"running": "bold green", "idle": "cyan", "stopped": "red"}
 # -- the tree -------------------------------------------------------------------------------------
 
 
-def activity_text(agent: AgentView, agents: Sequence[AgentView]) -> str:
+def activity_text(agent: AgentStatus, agents: Sequence[AgentStatus]) -> str:
     """What `agent` does, for people: `streaming`, `in tool X`, `waiting on critic/0`..."""
     activity = agent.activity
     if activity.startswith("tool:"):
@@ -48,39 +49,33 @@ def activity_text(agent: AgentView, agents: Sequence[AgentView]) -> str:
     return activity
 
 
-def render_tree(tree: TreeView, journal: Journal | None = None) -> Tree:
+def render_tree(tree: RuntimeTree, journal: Journal | None = None) -> Tree:
     """The supervision tree as a rich Tree: agents with status, activity, turn, queues and
-    the agent that delegated to them; the streaming ones with their last words."""
+    the agent that delegated to them; the streaming ones with their last words. A label
+    too long for the screen is cut short (one line per node)."""
     agents = {a.key: a for a in tree.agents}
-    root = Tree(_node_label(tree.root, agents, tree.agents, journal))
-    _add(root, tree.root.children, agents, tree.agents, journal)
+
+    def label(node: TreeNode) -> Text:
+        agent = agents.get(node.agent) if node.agent is not None else None
+        text = Text.from_markup(_node_label(node, agent, tree.agents, journal), overflow="ellipsis")
+        text.no_wrap = True
+        return text
+
+    def add(branch: Tree, nodes: Sequence[TreeNode]) -> None:
+        for node in nodes:
+            add(branch.add(label(node)), node.children)
+
+    root = Tree(label(tree.root))
+    add(root, tree.root.children)
     return root
 
 
-def _add(
-    branch: Tree,
-    nodes: Sequence[NodeView],
-    agents: dict[AgentKey, AgentView],
-    every: Sequence[AgentView],
-    journal: Journal | None,
-) -> None:
-    for node in nodes:
-        _add(
-            branch.add(_node_label(node, agents, every, journal)),
-            node.children,
-            agents,
-            every,
-            journal,
-        )
-
-
 def _node_label(
-    node: NodeView,
-    agents: dict[AgentKey, AgentView],
-    every: Sequence[AgentView],
+    node: TreeNode,
+    agent: AgentStatus | None,
+    every: Sequence[AgentStatus],
     journal: Journal | None,
 ) -> str:
-    agent = agents.get(node.agent) if node.agent is not None else None
     restarts = f" [yellow]↻ {node.restarts}[/]" if node.restarts else ""
     down = "" if node.alive else " [red]down[/]"
     if agent is None:
@@ -110,7 +105,7 @@ def _node_label(
     return label + restarts + down
 
 
-def _count_nodes(node: NodeView) -> int:
+def _count_nodes(node: TreeNode) -> int:
     return 1 + sum(_count_nodes(c) for c in node.children)
 
 
@@ -119,7 +114,7 @@ def _count_nodes(node: NodeView) -> int:
 
 def line_text(line: Line) -> Text:
     """One event-log line: time, who, what."""
-    text = Text(f"{line.at:6.2f}s ", style="dim")
+    text = Text(f"{line.at:6.2f}s ", style="dim", no_wrap=True, overflow="ellipsis")
     text.append(f"{line.who:<14} ", style="bold" if line.who != "operator" else "bold yellow")
     text.append(line.text, style=line.style)
     return text
@@ -130,7 +125,7 @@ def plain_line(line: Line) -> str:
     return f"{line.at:6.2f}s  {line.who:<14} {line.text}"
 
 
-def stats_text(stats: StatsView) -> str:
+def stats_text(stats: RuntimeStats) -> str:
     """The runtime's counters in one line."""
     runs = " ".join(f"{k} {v}" for k, v in stats.runs.items() if v) or "none"
     tools = sum(stats.tool_calls.values())
@@ -165,8 +160,9 @@ def summary_table(
         total.output_tokens += tally.output_tokens
         total.retries += tally.retries
         total.runs += tally.runs
-    columns = ["agent", "runs", "failed", "canceled", "turns", "tools", "tokens", "retries", "busy"]
-    footers = [f"{len(tallies)} agents", *_cells(total)]
+    columns = ["agent", "runs", "failed", "canceled", "turns", "tools", "tokens in/out"]
+    columns += ["retries", "busy"]
+    footers = [f"{len(tallies)} agent{'' if len(tallies) == 1 else 's'}", *_cells(total)]
     for name, footer in zip(columns, footers, strict=True):
         table.add_column(name, footer=footer, justify="left" if name == "agent" else "right")
     for key, tally in tallies.items():
@@ -207,15 +203,14 @@ class Presenter:
         """One frame: header, tree, the newest log lines that fit, the counters."""
         tree, stats = self.snapshot()
         height = self.console.size.height
-        room = max(height - _count_nodes(tree.root) - 8, 3)
+        room = max(height - _count_nodes(tree.root) - 6, 3)
         parts: list[RenderableType] = [
             Text.from_markup(f"[bold]{escape(self.step)}[/]" if self.step else ""),
             render_tree(tree, self.journal),
             Rule("events", style="dim"),
             *[line_text(line) for line in self.journal.lines(last=room)],
         ]
-        if stats is not None:
-            parts.append(Text(stats_text(stats), style="dim"))
+        parts.append(Text(stats_text(stats), style="dim", no_wrap=True, overflow="ellipsis"))
         elapsed = time.monotonic() - self._started
         return Panel(
             Group(*parts),
@@ -262,6 +257,7 @@ class Presenter:
                 live.update(self.render(), refresh=True)
 
     def _show_plain(self, thread: threading.Thread) -> None:
+        self.console.print(self.title, markup=False, highlight=False)
         seen = 0
         while True:
             alive = thread.is_alive()
@@ -271,3 +267,42 @@ class Presenter:
             if not alive:
                 return
             self.journal.wait_lines(seen, 0.2)
+
+
+def print_report(
+    console: Console,
+    live: bool,
+    journal: Journal,
+    outcome: Outcome,
+    final_tree: RuntimeTree,
+    final_stats: RuntimeStats,
+    wall: float,
+    passed: bool,
+) -> None:
+    """The end of the demo: (plain: the final tree,) the summary table, the runtime's
+    counters, each promise held or not, the orchestrator's answer, the verdict."""
+    plain = not live
+    if plain:
+        console.print("supervision tree at the end:", highlight=False)
+        console.print(render_tree(final_tree), highlight=False)
+    console.print(summary_table(journal.tallies(), wall, plain=plain))
+    console.print(f"runtime.stats(): {stats_text(final_stats)}", markup=False, highlight=False)
+    marks = {True: "[green]✔[/]", False: "[red]✘[/]", None: "[yellow]-[/]"}
+    lines = [
+        f"{marks[c.held]} {escape(c.name)}" + (f" [dim]({escape(c.detail)})[/]" if c.detail else "")
+        for c in outcome.checks
+    ]
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=plain)
+    if outcome.answer:
+        if plain:
+            console.print(
+                f"answer: {outcome.answer}", markup=False, highlight=False, soft_wrap=True
+            )
+        else:
+            console.print(
+                Panel(
+                    escape(outcome.answer), title="the orchestrator's answer", border_style="green"
+                )
+            )
+    console.print("[bold green]demo finished[/]" if passed else "[bold red]demo checks failed[/]")
