@@ -208,7 +208,17 @@ class TelemetryConfig(_Section):
     log_format: Literal["auto", "console", "json"] = "auto"
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     log_content: bool = False
+    # OpenTelemetry providers Runtime.start installs (once per process; see
+    # agent_runtime.telemetry.install_exporter): none (the application's SDK, if any) |
+    # console (stdout) | otlp (needs the package opentelemetry-exporter-otlp).
+    exporter: Literal["none", "console", "otlp"] = "none"
     status_socket: str | None = Field(None, min_length=1)
+
+    @field_validator("exporter", mode="before")
+    @classmethod
+    def _none_exporter(cls, value: object) -> object:
+        # AGENT_RUNTIME_TELEMETRY__EXPORTER=none arrives as None (the environment's null).
+        return "none" if value is None else value
 
 
 class RuntimeConfig(_Section):

@@ -2,7 +2,10 @@
 
 Library code only calls `structlog.get_logger(__name__)` and the accessors here; nothing is
 configured at import time. `configure_logging` is called by `Runtime.start` and the CLI, and
-leaves alone a structlog that the application configured itself.
+leaves alone a structlog that the application configured itself. Likewise no OpenTelemetry
+provider is installed unless `[telemetry] exporter` asks for one (`install_exporter`, called
+by `Runtime.start`): by default spans and metrics go wherever the application's own SDK
+sends them, and nowhere (at almost no cost) without one.
 
 What the logs it configures never show, whatever the level and whichever code logs:
 - frame locals: tracebacks list files, lines and functions, never the values of variables
@@ -22,7 +25,9 @@ its processors (before its renderer, after rendering tracebacks without locals).
 
 from __future__ import annotations
 
+import importlib
 import logging
+import os
 import re
 import sys
 import threading
@@ -34,11 +39,13 @@ from opentelemetry import metrics, trace
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, WrappedLogger
 
+from agent_runtime._errors import ConfigError
 from agent_runtime.config import TelemetryConfig
 
 _lock = threading.Lock()
 _configured_by_us = False
 _log_content = False  # `[telemetry] log_content` of the last configure_logging call
+_exporter_installed: str | None = None  # the exporter install_exporter installed, if any
 
 INSTRUMENTATION_NAME = "agent_runtime"
 
@@ -81,6 +88,8 @@ _SECRET_TEXT = re.compile(
     """
 )
 _MAX_DEPTH = 8
+
+log = structlog.get_logger(__name__)
 
 
 def configure_logging(
@@ -196,6 +205,89 @@ def log_content() -> bool:
 def telemetry_enabled() -> bool:
     """Whether an OpenTelemetry SDK (a tracer or a meter provider) is installed: without one,
     spans and metrics are no-ops and the runtime skips the work of recording them."""
+    return _sdk_installed()
+
+
+OTLP_PACKAGE = "opentelemetry-exporter-otlp"
+"""The optional package `telemetry.exporter = "otlp"` needs (the `otlp` extra)."""
+
+
+def install_exporter(config: TelemetryConfig | None = None) -> bool:
+    """Install the global OpenTelemetry providers `config.exporter` asks for, once per process.
+
+    - `"none"` (the default): nothing is installed; the application's own SDK, if any, gets
+      the spans and metrics.
+    - `"console"`: a tracer provider printing each span to stdout as it ends (batched) and a
+      meter provider printing the metrics to stdout every 60 s and at exit.
+    - `"otlp"`: both export over OTLP (HTTP/protobuf) to where the standard
+      `OTEL_EXPORTER_OTLP_*` variables say (by default http://localhost:4318); needs the
+      optional package `opentelemetry-exporter-otlp` (`pip install 'agent-runtime[otlp]'`).
+    `service.name` is "agent-runtime" unless `OTEL_SERVICE_NAME` says otherwise.
+
+    OpenTelemetry lets a process set its providers once: the first call that installs them
+    wins, later calls (another `Runtime.start`) change nothing, and providers the
+    application installed itself are never replaced (a warning says the exporter was not
+    installed). Returns True if this call installed the providers.
+
+    Raises:
+        ConfigError: `"otlp"` without the `opentelemetry-exporter-otlp` package.
+    """
+    global _exporter_installed
+    config = config or TelemetryConfig()
+    kind = config.exporter
+    if kind == "none":
+        return False
+    span_exporter, metric_exporter = _exporters(kind)  # raises before anything is installed
+    with _lock:
+        if _exporter_installed is not None:
+            if _exporter_installed != kind:
+                log.warning(
+                    "telemetry.exporter.ignored", exporter=kind, installed=_exporter_installed
+                )
+            return False
+        if _sdk_installed():
+            log.warning("telemetry.exporter.not_installed", exporter=kind, reason="sdk_installed")
+            return False
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        names = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "agent-runtime"}
+        resource = Resource.create(names)
+        tracer_provider = TracerProvider(resource=resource)
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter()))
+        reader = PeriodicExportingMetricReader(metric_exporter())
+        trace.set_tracer_provider(tracer_provider)
+        metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
+        _exporter_installed = kind
+    log.info("telemetry.exporter.installed", exporter=kind)
+    return True
+
+
+def _exporters(kind: str) -> tuple[Any, Any]:
+    """The span and metric exporter classes of `kind` ("console" or "otlp")."""
+    if kind == "console":
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter, ConsoleMetricExporter
+    otlp = "opentelemetry.exporter.otlp.proto.http"
+    try:  # optional: imported by name, so mypy needs no stubs of a package it may not have
+        spans = importlib.import_module(f"{otlp}.trace_exporter")
+        metric_points = importlib.import_module(f"{otlp}.metric_exporter")
+    except ImportError as exc:
+        raise ConfigError(
+            f"telemetry.exporter = {kind!r} needs the package {OTLP_PACKAGE}, which is not "
+            f"installed: pip install {OTLP_PACKAGE} (or agent-runtime[otlp]), or set "
+            'telemetry.exporter to "console" or "none"'
+        ) from exc
+    return spans.OTLPSpanExporter, metric_points.OTLPMetricExporter
+
+
+def _sdk_installed() -> bool:
+    """Whether a tracer or meter provider other than the API's default is installed."""
     tracing = not isinstance(
         trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
     )
@@ -205,6 +297,33 @@ def telemetry_enabled() -> bool:
         or type(provider).__name__.startswith("_Proxy")
     )
     return tracing or metering
+
+
+GEN_AI_SECONDS: tuple[float, ...] = tuple(0.01 * 2**n for n in range(14))  # 0.01 ... 81.92
+"""The GenAI conventions' buckets for `gen_ai.client.operation.duration` (seconds)."""
+
+GEN_AI_TOKENS: tuple[int, ...] = tuple(4**n for n in range(14))  # 1, 4, 16, ... 67108864
+"""The GenAI conventions' buckets for `gen_ai.client.token.usage`."""
+
+
+def gen_ai_histograms(m: metrics.Meter) -> tuple[metrics.Histogram, metrics.Histogram]:
+    """`gen_ai.client.operation.duration` (s) and `gen_ai.client.token.usage` ({token}) on
+    `m`, with the GenAI conventions' buckets. Every caller gets the same two instruments of
+    a meter (the agent loop's and `ObservableModel`'s are one)."""
+    return (
+        m.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="Model call duration",
+            explicit_bucket_boundaries_advisory=GEN_AI_SECONDS,
+        ),
+        m.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Tokens per model call",
+            explicit_bucket_boundaries_advisory=GEN_AI_TOKENS,
+        ),
+    )
 
 
 def tracer() -> trace.Tracer:

@@ -144,7 +144,8 @@ def text_turns(n: int, history: int = 0) -> list[float]:
             rt.memory.append("bench", old)
             policy = MemoryPolicy(read=True, write=False)
         turns = [ScriptedTurn(chunks=["a"] * 20, usage=USAGE) for _ in range(n)]
-        agent = rt.start_agent(("bench", "a", 0), model=ScriptedModel(turns), memory=policy)
+        model = ScriptedModel(turns, record_requests=False)  # as the peers' fakes: none kept
+        agent = rt.start_agent(("bench", "a", 0), model=model, memory=policy)
         samples = []
         for _ in range(n):
             started = time.perf_counter()
@@ -169,7 +170,10 @@ def tool_turns(n: int) -> list[float]:
                 ScriptedTurn(text="done", usage=USAGE),
             ]
         agent = rt.start_agent(
-            ("bench", "t", 0), model=ScriptedModel(turns), tools=[lookup], memory=NONE
+            ("bench", "t", 0),
+            model=ScriptedModel(turns, record_requests=False),
+            tools=[lookup],
+            memory=NONE,
         )
         samples = []
         for _ in range(n):

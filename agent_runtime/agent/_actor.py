@@ -218,9 +218,11 @@ class AgentActor(SupervisedActor):
         # messages): not validated again, so a run's start does not grow with the history.
         context = AgentContext.model_construct(
             system_prompt=inbox.system_prompt,
-            messages=list(self.messages),
+            # The run copies the list as it is made, here on this thread, before any fact can
+            # change it (loop.run builds its state at once): no copy of ours is needed.
+            messages=self.messages,
             tools=tools,
-            transcript=self.transcript.copy(),
+            transcript=self.transcript.copy(),  # the run takes it over
         )
         try:
             launch_run(self.shell, self.actor_ref, view, prompts, context, self.model, trace_links)

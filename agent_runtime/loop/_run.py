@@ -62,11 +62,10 @@ class _Run:
         self.tools = list(context.tools)
         self.messages: list[Message] = list(context.messages)
         known = context.transcript
-        # The caller's check of the context's messages, when it matches them (else from scratch).
+        # The caller's check of the context's messages, taken over (AgentContext says so), when
+        # it matches them (else from scratch).
         self.transcript = (
-            known.copy()
-            if known is not None and known.count == len(self.messages)
-            else TranscriptState()
+            known if known is not None and known.count == len(self.messages) else TranscriptState()
         )
         self.new_messages: list[Message] = []
         self.config = config
@@ -79,7 +78,9 @@ class _Run:
         info = config.model.info
         run_id = config.run_id or new_run_id()
         self.agent, self.run_id = key, run_id
-        self.trace = RunTrace(key, run_id, info.model, info.provider, config.trace_links)
+        self.trace = RunTrace(
+            key, run_id, info.model, info.provider, config.trace_links, config.model
+        )
         self.log = log.bind(
             run_id=run_id,
             session=key.session if key else None,
@@ -324,7 +325,8 @@ def run(
     `prompts` are appended to `context.messages` and announced; then the model is called,
     tools run, steering and follow-ups are taken, until the model stops (`AgentEnd` with the
     run's new messages), a provider error ends it (`Error`), or `signal` is aborted
-    (`Canceled`). Nothing outside the generator is mutated: the caller keeps the transcript
+    (`Canceled`). Nothing outside the generator is mutated (but `context.transcript`, which the
+    run takes over): the caller keeps the transcript
     from the events (every MessageEnd except those of failed or aborted attempts, whose
     `stop_reason` is `error` or `aborted`) or from `AgentEnd.new_messages`.
     """

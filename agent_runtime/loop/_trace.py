@@ -1,24 +1,44 @@
-"""Spans and metrics of a run, derived from its events (DESIGN.md 10).
+"""Spans, metrics and introspection lines of a run, derived from its events (DESIGN.md 10).
 
 Spans: `agent.run` > `agent.turn` > `gen_ai.chat` (one per model attempt) / `tool.execute`
-(one per tool call that starts), with GenAI semantic-convention attributes: a tool span has
-`gen_ai.operation.name = "execute_tool"`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, and
-`error.type` when the call fails. A run started from inside a tool of another run (a
-delegated subagent) links to that tool's span. Metrics: runs, turns, tool calls (those that
-started), tokens and provider retries. Everything is a no-op until the application installs
-an OpenTelemetry SDK.
+(one per tool call that starts), with GenAI semantic-convention attributes
+(`gen_ai.operation.name`, `gen_ai.system`, `gen_ai.request.model`, `gen_ai.usage.*`; a tool
+span `gen_ai.tool.name`, `gen_ai.tool.call.id`, and `error.type` when the call fails). A run
+started where a span is current (a delegating tool's: a subagent's run; an application's
+request span) is that span's child, in its trace. Metrics: see `_instruments`.
+
+Lemon's introspection events are span events and debug log lines, each off the per-token
+path: `agent.loop.started` (run span), `agent.turn.observed` (turn span, as it ends),
+`tool.use.observed` (tool span, as it ends) and `agent.loop.ended` (run span). Their
+payloads are counts, names, outcomes and seconds: never prompt, answer or tool-argument
+text. Provider retries are `agent.provider.retry` / `agent.provider.retry_end` events of the
+turn span, and an abort is an `agent.aborted` event of the run span.
+
+Status: ERROR on a failed run (`error.type` is its reason's code), a failed model attempt and
+a tool call with an error result. An aborted run, and what the abort cut short, keeps an
+unset status: an abort is a caller's decision, not a failure (`agent.outcome` says it).
+
+Timing: a model attempt starts when its request was ready (after the turn's last input was
+committed, or the retry backoff ended), as far as the events tell: a slow
+`transform_context` counts into the attempt. With no OpenTelemetry SDK installed and debug
+logging off, the run skips all of this (`enabled` is False).
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
+import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
+import structlog
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode
 
+import agent_runtime.loop._instruments as m
 from agent_runtime._key import AgentKey
 from agent_runtime.events import (
     AgentEnd,
@@ -30,41 +50,88 @@ from agent_runtime.events import (
     MessageStart,
     MessageUpdate,
     ProviderRetry,
+    ProviderRetryEnd,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
     TurnStart,
 )
+from agent_runtime.llm.middleware.observable import ObservableModel
 from agent_runtime.messages import AssistantMessage
-from agent_runtime.telemetry import meter, telemetry_enabled, tracer
+from agent_runtime.telemetry import telemetry_enabled, tracer
 
-_meter = meter()
-RUNS = _meter.create_counter("agent.runs", unit="{run}", description="Runs ended, by outcome")
-TURNS = _meter.create_counter("agent.turns", unit="{turn}", description="Turns started")
-TOOL_CALLS = _meter.create_counter(
-    "agent.tool_calls", unit="{call}", description="Tool calls ended, by outcome"
-)
-TOKENS = _meter.create_counter("agent.tokens", unit="{token}", description="Tokens, by type")
-RETRIES = _meter.create_counter(
-    "agent.provider_retries", unit="{retry}", description="Provider retries scheduled"
-)
+log = structlog.get_logger(__name__)
+
+_CODE = re.compile(r"\bcode=([\w.-]+)")
+_REASON_CODE = re.compile(r"^([\w.-]+)(?::|$)")
 
 
 def current_links() -> list[Link]:
-    """A link to the span current in the caller's context (e.g. a tool delegating), if any."""
+    """The span current in the caller's context (e.g. a tool delegating), as a link: the run
+    the caller starts becomes that span's child (`RunTrace`)."""
     span_context = trace.get_current_span().get_span_context()
     return [Link(span_context)] if span_context.is_valid else []
+
+
+def debug_logged() -> bool:
+    """Whether the runtime's structlog logs debug lines (asked once per run)."""
+    bound = log.bind()
+    enabled = getattr(bound, "is_enabled_for", None) or getattr(bound, "isEnabledFor", None)
+    return True if enabled is None else bool(enabled(logging.DEBUG))
+
+
+def observes_itself(model: Any) -> bool:
+    """Whether `model` is (or wraps) an `ObservableModel`, which records the GenAI metrics of
+    each call itself."""
+    for _ in range(16):  # middleware chains are short; a cycle must not hang a run
+        if model is None:
+            return False
+        if isinstance(model, ObservableModel):
+            return True
+        model = getattr(model, "inner", None)
+    return False
+
+
+def _error_type(text: str) -> str:
+    """The error code in a failure's text: `code=...` of an LLMError, a `code: ...` prefix, or
+    the text itself when it is one word (`empty_assistant_response`); else "error"."""
+    found = _CODE.search(text) or _REASON_CODE.match(text)
+    return found.group(1) if found else "error"
+
+
+def _tool_error_type(details: dict[str, Any]) -> str:
+    """`error.type` of a failed call: the exception it raised, else what went wrong
+    (`timeout`, `invalid_arguments`, `not_found`, ...), else `_OTHER` (the conventions' word)."""
+    kind = details.get("exception") or details.get("outcome")
+    return kind if isinstance(kind, str) and kind else "_OTHER"
 
 
 class RunTrace:
     """Observes one run's events and keeps its spans; not thread-safe (the run's own)."""
 
     def __init__(
-        self, agent: AgentKey | None, run_id: str, model: str, provider: str, links: Sequence[Any]
+        self,
+        agent: AgentKey | None,
+        run_id: str,
+        model: str,
+        provider: str,
+        links: Sequence[Any],
+        chat_model: Any = None,
     ) -> None:
-        self._tracer = tracer()
         # With no OpenTelemetry SDK installed, spans and metrics are no-ops: skip the work.
-        self.enabled = telemetry_enabled()
+        self._spans = telemetry_enabled()
+        self._log = None
+        if debug_logged():
+            self._log = log.bind(
+                run_id=run_id,
+                session=agent.session if agent else None,
+                role=agent.role if agent else None,
+                index=agent.index if agent else None,
+            )
+        self.enabled = self._spans or self._log is not None
+        if not self.enabled:
+            return
+        self._tracer = tracer()
         self._base: dict[str, Any] = {"agent.run_id": run_id}
         if agent is not None:
             self._base.update(
@@ -74,110 +141,269 @@ class RunTrace:
                     "agent.index": agent.index,
                 }
             )
-        self._model, self._provider = model, provider
-        self._links = list(links)
+        self._role = {"agent.role": agent.role} if agent is not None else {}
+        self._model = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": provider,
+            "gen_ai.request.model": model,
+        }
+        self._gen_ai_metrics = not observes_itself(chat_model)
+        parent = next((link.context for link in links if link.context.is_valid), None)
+        self._parent = trace.set_span_in_context(NonRecordingSpan(parent)) if parent else None
+        self._wall = time.time_ns() - time.monotonic_ns()  # monotonic to epoch, for spans
         self._run: Span | None = None
         self._turn: Span | None = None
         self._chat: Span | None = None
-        self._tools: dict[str, Span] = {}
+        self._tools: dict[str, tuple[Span | None, int]] = {}
+        self._started = self._turn_started = self._ready = self._chat_started = 0
+        self._awaiting = False  # a request is out and no chunk of its answer came yet
+        self._turns = self._tool_calls = self._input = self._output = 0
+        self._turn_input = self._turn_output = 0
 
-    def _child(self, name: str, parent: Span | None, **attrs: Any) -> Span:
+    def _span(
+        self, name: str, parent: Span | None, attrs: dict[str, Any], start: int | None = None
+    ) -> Span:
         ctx = trace.set_span_in_context(parent) if parent is not None else None
         return self._tracer.start_span(
-            name, context=ctx, kind=SpanKind.INTERNAL, attributes={**self._base, **attrs}
+            name,
+            context=ctx,
+            kind=SpanKind.INTERNAL,
+            attributes={**self._base, **attrs},
+            start_time=None if start is None else start + self._wall,
         )
 
+    def _introspect(self, span: Span | None, name: str, **payload: Any) -> None:
+        """A Lemon introspection event: a span event and a debug line, the same payload."""
+        if span is not None:
+            span.add_event(name, payload)
+        if self._log is not None:
+            self._log.debug(name, **payload)
+
     def tool_context(self, call_id: str) -> contextvars.Context:
-        """A copy of the current context in which `call_id`'s span is current (tools started
-        in it — e.g. a delegated subagent's run — link back to it)."""
+        """A copy of the current context in which `call_id`'s span is current (work the tool
+        starts, e.g. a delegated subagent's run, becomes its child)."""
         ctx = contextvars.copy_context()
-        span = self._tools.get(call_id)
+        span = self._tools.get(call_id, (None, 0))[0] if self.enabled else None
         if span is not None:
             ctx.run(otel_context.attach, trace.set_span_in_context(span))
         return ctx
 
     def observe(self, event: Event) -> None:
-        """Update spans and metrics for one event of the run."""
+        """Update spans, metrics and introspection for one event of the run."""
         if isinstance(event, MessageUpdate):
             return  # the per-token event: nothing to record
+        now = time.monotonic_ns()
         if isinstance(event, AgentStart):
-            self._run = self._tracer.start_span(
-                "agent.run", kind=SpanKind.INTERNAL, attributes=self._base, links=self._links
+            self._started = now
+            if self._spans:
+                self._run = self._tracer.start_span(
+                    "agent.run",
+                    context=self._parent,
+                    kind=SpanKind.INTERNAL,
+                    attributes={**self._base, "gen_ai.operation.name": "invoke_agent"},
+                )
+            self._introspect(
+                self._run,
+                "agent.loop.started",
+                **{"gen_ai.system": self._model["gen_ai.system"]},
+                **{"gen_ai.request.model": self._model["gen_ai.request.model"]},
             )
         elif isinstance(event, TurnStart):
-            self._end_turn()
-            self._turn = self._child("agent.turn", self._run)
-            TURNS.add(1)
-        elif isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
-            self._chat = self._child(
-                "gen_ai.chat",
-                self._turn or self._run,
-                **{
-                    "gen_ai.operation.name": "chat",
-                    "gen_ai.system": self._provider,
-                    "gen_ai.request.model": self._model,
-                },
-            )
-        elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
-            self._end_chat(event.message)
+            self._end_turn(None, now)
+            self._turns += 1
+            self._turn_started = self._ready = now
+            self._awaiting = True
+            self._turn_input = self._turn_output = 0
+            if self._spans:
+                self._turn = self._span("agent.turn", self._run, {"agent.turn": self._turns})
+                m.TURNS.add(1)
+        elif isinstance(event, MessageStart):
+            if isinstance(event.message, AssistantMessage):
+                self._answer_started(now)
+        elif isinstance(event, MessageEnd):
+            if isinstance(event.message, AssistantMessage):
+                self._answer_ended(event.message, now)
+            else:  # an input of the next request (prompt, steering, tool result)
+                self._ready = now
         elif isinstance(event, ProviderRetry):
-            RETRIES.add(1)
+            self._retry(event, now)
+        elif isinstance(event, ProviderRetryEnd):
+            if self._turn is not None:
+                attrs = {"attempt": event.attempt, "outcome": event.outcome}
+                self._turn.add_event("agent.provider.retry_end", attrs)
         elif isinstance(event, ToolExecutionStart):
-            self._tools[event.tool_call_id] = self._child(
-                "tool.execute",
-                self._turn or self._run,
-                **{
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": event.name,
-                    "gen_ai.tool.call.id": event.tool_call_id,
-                },
-            )
+            span = None
+            if self._spans:
+                span = self._span(
+                    "tool.execute",
+                    self._turn or self._run,
+                    {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": event.name,
+                        "gen_ai.tool.call.id": event.tool_call_id,
+                    },
+                )
+            self._tools[event.tool_call_id] = (span, now)
         elif isinstance(event, ToolExecutionEnd):
-            span = self._tools.pop(event.tool_call_id, None)
-            if span is None:
-                return  # the end of a call that never started: no span, not a call made
-            outcome = "error" if event.is_error else "ok"
-            TOOL_CALLS.add(1, {"outcome": outcome})
-            if event.is_error:
-                span.set_attribute("error.type", _error_type(event))
-                span.set_status(Status(StatusCode.ERROR, outcome))
-            span.end()
+            self._tool_ended(event, now)
         elif isinstance(event, TurnEnd):
-            self._end_turn()
+            self._end_turn(event, now)
         elif isinstance(event, AgentEnd | Error | Canceled):
             self.finish(event)
 
-    def _end_chat(self, message: AssistantMessage) -> None:
+    # -- model attempts ---------------------------------------------------------------------------
+
+    def _answer_started(self, now: int) -> None:
+        """The first chunk of an answer came (or a committed note began: no request then)."""
+        self._chat_started = self._ready
+        if self._awaiting and self._spans:
+            m.TIME_TO_FIRST_TOKEN.record((now - self._ready) / 1e9, self._model)
+        self._awaiting = False
+        if self._spans:
+            self._chat = self._span(
+                "gen_ai.chat", self._turn or self._run, self._model, self._ready
+            )
+
+    def _answer_ended(self, message: AssistantMessage, now: int) -> None:
         span, self._chat = self._chat, None
+        self._ready = now
         usage = message.usage
-        TOKENS.add(usage.input_tokens, {"type": "input"})
-        TOKENS.add(usage.output_tokens, {"type": "output"})
+        self._turn_input += usage.input_tokens
+        self._turn_output += usage.output_tokens
+        self._input += usage.input_tokens
+        self._output += usage.output_tokens
+        if not self._spans:
+            return
+        m.TOKEN_COUNT.add(usage.input_tokens, {"type": "input"})
+        m.TOKEN_COUNT.add(usage.output_tokens, {"type": "output"})
+        failed = message.stop_reason == "error"
+        attrs = dict(self._model)
+        if message.model:
+            attrs["gen_ai.response.model"] = message.model
+        if failed:
+            attrs["error.type"] = _error_type(message.error_message or "")
+        if self._gen_ai_metrics and message.stop_reason != "aborted":
+            m.OPERATION_DURATION.record((now - self._chat_started) / 1e9, attrs)
+            if not failed:
+                m.TOKEN_USAGE.record(usage.input_tokens, {**attrs, "gen_ai.token.type": "input"})
+                m.TOKEN_USAGE.record(usage.output_tokens, {**attrs, "gen_ai.token.type": "output"})
         if span is None:
             return
         span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
         span.set_attribute("gen_ai.response.finish_reasons", [message.stop_reason])
-        if message.stop_reason in ("error", "aborted"):
-            span.set_status(Status(StatusCode.ERROR, message.error_message or message.stop_reason))
-        span.end()
+        if failed:
+            span.set_attribute("error.type", attrs["error.type"])
+            span.set_status(Status(StatusCode.ERROR, message.error_message or "error"))
+        span.end(now + self._wall)
 
-    def _end_turn(self) -> None:
+    def _failed_unanswered(self, error: str, now: int) -> None:
+        """An attempt failed before any chunk came (e.g. a 429): its span, after the fact."""
+        self._awaiting = False
+        if not self._spans:
+            return
+        kind = _error_type(error)
+        if self._gen_ai_metrics:
+            m.OPERATION_DURATION.record(
+                (now - self._ready) / 1e9, {**self._model, "error.type": kind}
+            )
+        span = self._span("gen_ai.chat", self._turn or self._run, self._model, self._ready)
+        span.set_attribute("error.type", kind)
+        span.set_status(Status(StatusCode.ERROR, error))
+        span.end(now + self._wall)
+
+    def _retry(self, event: ProviderRetry, now: int) -> None:
+        if self._awaiting:
+            self._failed_unanswered(event.error, now)
+        self._ready = now + int(event.delay * 1e9)  # the next attempt starts after the backoff
+        self._awaiting = True
+        if not self._spans:
+            return
+        m.RETRIES.add(1)
+        target = self._turn or self._run
+        if target is not None:
+            attrs: dict[str, Any] = {
+                "attempt": event.attempt,
+                "delay_s": event.delay,
+                "error.type": _error_type(event.error),
+                "error": event.error,
+            }
+            target.add_event("agent.provider.retry", attrs)
+
+    # -- tools and turns --------------------------------------------------------------------------
+
+    def _tool_ended(self, event: ToolExecutionEnd, now: int) -> None:
+        if event.tool_call_id not in self._tools:
+            return  # the end of a call that never started: no span, not a call made
+        span, started = self._tools.pop(event.tool_call_id)
+        self._tool_calls += 1
+        details = event.result.details or {}
+        outcome = str(details.get("outcome", "error")) if event.is_error else "ok"
+        seconds = (now - started) / 1e9
+        name = {"gen_ai.tool.name": event.name}
+        if self._spans:
+            m.TOOL_CALLS.add(1, {"outcome": "error" if event.is_error else "ok"})
+            m.TOOL_DURATION.record(seconds, {**name, "outcome": outcome})
+        self._introspect(
+            span,
+            "tool.use.observed",
+            **name,
+            **{"gen_ai.tool.call.id": event.tool_call_id},
+            outcome=outcome,
+            is_error=event.is_error,
+            duration_s=seconds,
+        )
+        if span is None:
+            return
+        span.set_attribute("tool.outcome", outcome)
+        if event.is_error and not details.get("cancelled"):
+            span.set_attribute("error.type", _tool_error_type(details))
+            span.set_status(Status(StatusCode.ERROR, outcome))
+        span.end(now + self._wall)
+
+    def _end_turn(self, event: TurnEnd | None, now: int) -> None:
         span, self._turn = self._turn, None
+        if event is None:
+            if span is not None:
+                span.end(now + self._wall)
+            return
+        seconds = (now - self._turn_started) / 1e9
+        if self._spans:
+            m.TURN_DURATION.record(seconds, self._role)
+        self._introspect(
+            span,
+            "agent.turn.observed",
+            turn=self._turns,
+            stop_reason=event.message.stop_reason,
+            tool_calls=len(event.tool_results),
+            tool_errors=sum(1 for r in event.tool_results if r.is_error),
+            input_tokens=self._turn_input,
+            output_tokens=self._turn_output,
+            duration_s=seconds,
+        )
         if span is not None:
-            span.end()
+            span.end(now + self._wall)
 
     def finish(self, terminal: Event | None) -> None:
-        """End every open span; the run span's status says how the run ended (idempotent)."""
-        for span in list(self._tools.values()):
-            span.end()
+        """End every open span and record the run's end (idempotent): its span's status and
+        `agent.outcome` say how the run ended."""
+        if not self.enabled or not self._started:
+            return
+        now = time.monotonic_ns()
+        if isinstance(terminal, Error) and self._awaiting:
+            sent = not terminal.reason.startswith("invalid_transcript:")  # else none was sent
+            if sent:  # the request failed before any chunk of its answer came
+                self._failed_unanswered(terminal.reason, now)
+        for span, _ in self._tools.values():
+            if span is not None:
+                span.end()
         self._tools.clear()
         if self._chat is not None:
             self._chat.end()
             self._chat = None
-        self._end_turn()
+        self._end_turn(None, now)
         run, self._run = self._run, None
-        if run is None:
-            return
+        self._started, started = 0, self._started
         if isinstance(terminal, AgentEnd):
             outcome = "completed"
         elif isinstance(terminal, Error):
@@ -186,16 +412,29 @@ class RunTrace:
             outcome = "canceled"
         else:
             outcome = "closed"  # the generator was closed before its end
-        RUNS.add(1, {"outcome": outcome})
-        run.set_attribute("agent.outcome", outcome)
+        seconds = (now - started) / 1e9
+        if self._spans:
+            m.RUNS.add(1, {"outcome": outcome})
+            m.RUN_DURATION.record(seconds, {**self._role, "outcome": outcome})
+        ended: dict[str, Any] = {"outcome": outcome}
         if isinstance(terminal, Error | Canceled):
+            ended["reason"] = terminal.reason
+        if isinstance(terminal, Canceled) and run is not None:
+            run.add_event("agent.aborted", {"reason": terminal.reason})
+        self._introspect(
+            run,
+            "agent.loop.ended",
+            **ended,
+            turns=self._turns,
+            tool_calls=self._tool_calls,
+            input_tokens=self._input,
+            output_tokens=self._output,
+            duration_s=seconds,
+        )
+        if run is None:
+            return
+        run.set_attribute("agent.outcome", outcome)
+        if isinstance(terminal, Error):
+            run.set_attribute("error.type", _error_type(terminal.reason))
             run.set_status(Status(StatusCode.ERROR, terminal.reason))
-        run.end()
-
-
-def _error_type(end: ToolExecutionEnd) -> str:
-    """`error.type` of a failed call: the exception it raised, else what went wrong
-    (`timeout`, `invalid_arguments`, `not_found`, ...), else `_OTHER` (the conventions' word)."""
-    details = end.result.details or {}
-    kind = details.get("exception") or details.get("outcome")
-    return kind if isinstance(kind, str) and kind else "_OTHER"
+        run.end(now + self._wall)

@@ -114,8 +114,9 @@ class LoopConfig(BaseModel):
     - `get_system_prompt`, when set, is asked before every model call (so a system prompt
       changed mid-run applies to the next call); otherwise the context's prompt is used.
     - `spawner` becomes `ToolContext.spawn` for the run's tools (the agent wires it).
-    - `trace_links`: OpenTelemetry links for the run's `agent.run` span (a delegated
-      subagent's run links to the tool span that started it).
+    - `trace_links`: the span the run was started under, as an OpenTelemetry link (the
+      agent passes the caller's current one): the run's `agent.run` span becomes its child,
+      so a delegated subagent's run is a child of the tool span that started it.
     - `stream_max_queue` / `stream_overflow`: the bound of the EventStream `loop.stream`
       returns; None takes the host's `[event_stream]` config (a Runtime has one), else
       EventStream's own defaults (10000, "error").

@@ -19,6 +19,7 @@ import structlog
 
 from agent_runtime._counters import RuntimeCounters
 from agent_runtime._errors import AgentStopped
+from agent_runtime._gauges import watch as watch_in_gauges
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.abort import AbortSignal, AbortTable
@@ -31,6 +32,7 @@ from agent_runtime.runtime._introspection import Introspection, RuntimeStats, Ru
 from agent_runtime.runtime._status_socket import StatusSocket
 from agent_runtime.runtime._subagents import Subagents
 from agent_runtime.telemetry import configure_logging as configure_structlog
+from agent_runtime.telemetry import install_exporter
 from agent_runtime.tools import ToolRegistry
 from supervisors import (
     AsyncTaskSupervisor,
@@ -131,11 +133,13 @@ class Runtime:
         (config/runtime.toml and `AGENT_RUNTIME_*` overrides). With `configure_logging`
         (the default) structlog is set up from `[telemetry]` unless the application
         configured it first, which is never overridden; `False` leaves structlog and
-        logging alone. Blocks while the tree starts: from asyncio use `astart`.
+        logging alone. `[telemetry] exporter = "console"` or `"otlp"` installs the global
+        OpenTelemetry providers, once per process (`telemetry.install_exporter`); the default
+        `"none"` installs nothing. Blocks while the tree starts: from asyncio use `astart`.
 
         Raises:
-            ConfigError: the configuration is invalid, or `telemetry.status_socket` cannot
-                be served (the message says why).
+            ConfigError: the configuration is invalid (or names an exporter not installed),
+                or `telemetry.status_socket` cannot be served (the message says why).
             TypeError: `config` is of another type.
         """
         if config is None or isinstance(config, str | os.PathLike):
@@ -146,6 +150,7 @@ class Runtime:
             )
         if configure_logging:
             configure_structlog(config.telemetry)
+        install_exporter(config.telemetry)
         path = config.telemetry.status_socket
         status_socket = StatusSocket.bind(path) if path is not None else None  # fails first
         try:
@@ -155,6 +160,7 @@ class Runtime:
             if status_socket is not None:
                 status_socket.close()
             raise
+        watch_in_gauges(runtime)
         if status_socket is not None:
             runtime._status_socket = status_socket
             status_socket.serve(runtime._introspection.report, name=f"{runtime.name}.status")

@@ -132,9 +132,11 @@ class ScriptedTurn(BaseModel):
 class ScriptedModel(BaseChatModel):
     """A ChatModel that answers each call with the next `ScriptedTurn`.
 
-    Deterministic and thread-safe; records every request (`requests`, `call_count`). A call
-    after the script ran out raises `ScriptExhausted` naming how many turns there were, or,
-    with `echo=True` (the offline `scripted` profile), answers `echo: <last user text>`.
+    Deterministic and thread-safe; records every request (`requests`, `call_count`), unless
+    `record_requests=False` (then `requests` stays empty: for long soaks and benchmarks, where
+    kept requests would hold every history). A call after the script ran out raises
+    `ScriptExhausted` naming how many turns there were, or, with `echo=True` (the offline
+    `scripted` profile), answers `echo: <last user text>`.
     """
 
     def __init__(
@@ -146,9 +148,12 @@ class ScriptedModel(BaseChatModel):
         capabilities: Iterable[Capability] = ALL_CAPABILITIES,
         pricing: ModelPricing | None = None,
         echo: bool = False,
+        record_requests: bool = True,
     ) -> None:
         self._lock = threading.Lock()
         self.echo = echo
+        self._record = record_requests
+        self._calls = 0
         self._turns: list[ScriptedTurn] = [_as_turn(t) for t in turns]
         self._next = 0
         self.requests: list[ChatRequest] = []
@@ -168,7 +173,7 @@ class ScriptedModel(BaseChatModel):
     def call_count(self) -> int:
         """How many calls were made (including ones that failed)."""
         with self._lock:
-            return len(self.requests)
+            return self._calls
 
     @property
     def remaining(self) -> int:
@@ -183,12 +188,14 @@ class ScriptedModel(BaseChatModel):
 
     def _take(self, request: ChatRequest) -> ScriptedTurn:
         with self._lock:
-            self.requests.append(request)
+            self._calls += 1
+            if self._record:
+                self.requests.append(request)
             if self._next >= len(self._turns):
                 if self.echo:
                     return ScriptedTurn(text=f"echo: {_last_user_text(request)}")
                 raise ScriptExhausted(
-                    f"ScriptedModel has no turn left for call {len(self.requests)} "
+                    f"ScriptedModel has no turn left for call {self._calls} "
                     f"(script had {len(self._turns)} turns)"
                 )
             turn = self._turns[self._next]

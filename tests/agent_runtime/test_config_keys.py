@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -697,6 +700,35 @@ def test_an_explicit_log_content_wins_over_the_config(monkeypatch: pytest.Monkey
     with started(telemetry__log_content="true"), capture_logs() as logs:
         model.generate_sync(ChatRequest(messages=[UserMessage(content="hi")]), timeout=5)
     assert "the secret answer" not in json.dumps(logs, default=str)
+
+
+# In a subprocess: a process sets its OpenTelemetry providers once. The console exporter
+# prints each span as JSON to stdout; the providers flush as the process exits.
+_EXPORTING = """
+import logging, structlog
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+from agent_runtime import Runtime
+from agent_runtime.config import load_config
+from agent_runtime.testing import ScriptedModel
+with Runtime.start(load_config(sys.argv[1])) as runtime:
+    runtime.start_agent(("s", "a", 0), model=ScriptedModel(["x"])).run("go", timeout=30)
+"""
+
+
+@pytest.mark.parametrize("exporter", ["console", "none"])
+@covers("telemetry.exporter")
+def test_exporter_console_prints_the_spans_and_none_installs_nothing(exporter: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_RUNTIME_")}
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys\n" + _EXPORTING, str(SHIPPED)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "AGENT_RUNTIME_TELEMETRY__EXPORTER": exporter},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ('"name": "agent.run"' in done.stdout) is (exporter == "console")
+    assert ('"name": "agent.runs"' in done.stdout) is (exporter == "console")  # a metric
 
 
 @covers("telemetry.status_socket")

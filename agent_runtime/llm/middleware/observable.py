@@ -16,6 +16,7 @@ from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import LLMError
 from agent_runtime.llm.middleware._base import Middleware
 from agent_runtime.llm.types import ChatRequest, ChatResponse, StreamChunk
+from agent_runtime.telemetry import gen_ai_histograms
 from agent_runtime.telemetry import log_content as configured_log_content
 from agent_runtime.telemetry import meter as default_meter
 from agent_runtime.telemetry import tracer as default_tracer
@@ -47,13 +48,7 @@ class ObservableModel(Middleware):
         super().__init__(inner)
         self.log_content = log_content
         self._tracer = tracer or default_tracer()
-        m = meter or default_meter()
-        self._tokens = m.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}", description="Tokens per model call"
-        )
-        self._duration = m.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="Model call duration"
-        )
+        self._duration, self._tokens = gen_ai_histograms(meter or default_meter())
 
     def _content(self) -> bool:
         return configured_log_content() if self.log_content is None else self.log_content

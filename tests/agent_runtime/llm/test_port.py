@@ -40,6 +40,15 @@ def test_scripted_model_plays_turns_in_order_and_records_requests() -> None:
         model.prompt_sync("c")
 
 
+def test_a_scripted_model_told_not_to_record_counts_its_calls_and_keeps_no_request() -> None:
+    model = ScriptedModel(["one"], record_requests=False)
+    assert model.prompt_sync("a") == "one"
+    assert model.call_count == 1 and model.requests == []
+    with pytest.raises(ScriptExhausted, match="no turn left for call 2"):
+        model.prompt_sync("b")
+    assert model.call_count == 2
+
+
 def test_chunks_stream_as_separate_deltas() -> None:
     model = ScriptedModel([ScriptedTurn(chunks=["a", "b", "c"])])
 
