@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test test-host lint pytest bench peers-venv clean
+.PHONY: run test test-host test-live serve-local lint pytest bench peers-venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,18 @@ test: lint pytest
 # only, so not part of `make test`; .ci/run runs it.
 test-host: $(STAMP)
 	$(BIN)/pytest -m host_load
+
+# A real local model: llama-cpp-python's server with SmolLM2-135M, started once per chat format
+# for tests/live/ and stopped after (tests/live/harness.py). The first run builds the server
+# from its sdist (10-17 min on 2 cores) into a venv under ~/.cache/agent-runtime (or
+# $$AGENT_RUNTIME_CACHE), kept for later runs; .ci/run runs it after `make test`.
+test-live: $(STAMP)
+	$(PYTHON) tests/live/harness.py
+
+# That server on 127.0.0.1:8080, the `local` profile of config/runtime.toml, until Ctrl-C:
+# for `agent-runtime demo --model local` in another terminal.
+serve-local:
+	$(PYTHON) tests/live/harness.py --serve --port 8080
 
 # The peers bench/_peers.py compares us with live in a venv of their own, built for bench only.
 PEERS_VENV := bench/.venv-peers

@@ -232,15 +232,21 @@ def make_transform(
     """A `LoopConfig.transform_context` that truncates with these options before model calls.
 
     The returned function is synchronous and pure (it never changes the list it is given);
-    it logs `context.truncated` when it drops messages.
+    it logs `context.truncated` when it drops messages. Its keyword `budget` (default 1.0)
+    scales both limits: the loop calls it with `budget=0.5` to retry a call that overflowed
+    the model's context window.
 
     Raises:
         ValueError: as `truncate`, at once rather than at the first model call.
     """
     _check_options(max_messages, max_chars, strategy)
 
-    def transform(messages: list[Message]) -> list[Message]:
-        kept, dropped = truncate(messages, max_messages, max_chars, strategy, keep_first_user)
+    def transform(messages: list[Message], *, budget: float = 1.0) -> list[Message]:
+        count, chars = max_messages, max_chars
+        if budget != 1.0:
+            count = None if count is None else int(count * budget)
+            chars = None if chars is None else int(chars * budget)
+        kept, dropped = truncate(messages, count, chars, strategy, keep_first_user)
         if dropped:
             log.info("context.truncated", dropped=len(dropped), kept=len(kept), strategy=strategy)
         return kept

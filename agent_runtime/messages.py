@@ -117,12 +117,16 @@ class Usage(_Frozen):
     """Token counts of one model call (or a sum of calls).
 
     `input_tokens` counts every prompt token, cached ones included; `cached_input_tokens` says how
-    many of them were served from the provider's prompt cache.
+    many of them were served from the provider's prompt cache. `estimated` is True when the
+    provider reported no usage and the counts are an estimate from the request and the answer
+    (about 4 characters a token); False when they are the provider's own. A sum is estimated
+    when any of its parts is.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -137,6 +141,7 @@ class Usage(_Frozen):
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            estimated=self.estimated or other.estimated,
         )
 
 

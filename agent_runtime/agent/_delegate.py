@@ -32,15 +32,25 @@ def delegate(
     new one started with `ToolContext.spawn(role, **subagent_options)` (same session, next
     free index, stopped with its parent). Its events reach the caller's subscribers tagged
     with its own key; aborting the caller aborts it. `roles` limits which roles may be asked
-    for (None: any). Failures come back as error results the model can read.
+    for (None: any); the tool's schema gives them as an `enum` of `role`. Failures come back
+    as error results the model can read.
     `parallel_safe=True` lets several delegations of one answer run at once (each claims its
     own subagent: an idle one, or a new one).
+
+    Raises:
+        ValueError: `roles` is empty, or holds something other than non-empty strings.
     """
-    allowed = list(roles) if roles is not None else None
+    allowed = _allowed_roles(roles)
     what = f"One of: {', '.join(allowed)}." if allowed else "Any role name, e.g. 'research'."
+    # The roles as a JSON-schema `enum`, which grammar-constrained decoding (llama.cpp) and
+    # strict tool schemas enforce; the check below stays for models that ignore schemas.
+    extra = {"enum": allowed} if allowed is not None else None
 
     async def run_delegate(
-        role: Annotated[str, Field(description=f"Which kind of subagent to ask. {what}")],
+        role: Annotated[
+            str,
+            Field(description=f"Which kind of subagent to ask. {what}", json_schema_extra=extra),
+        ],
         task: Annotated[
             str, Field(description="The task, stated completely: it is all the subagent sees.")
         ],
@@ -96,6 +106,20 @@ def delegate(
         or "Hand a self-contained task to a subagent and get its final answer back.",
         parallel_safe=parallel_safe,
     )
+
+
+def _allowed_roles(roles: Sequence[str] | None) -> list[str] | None:
+    if roles is None:
+        return None
+    if isinstance(roles, str):
+        raise ValueError(f"roles must be a list of role names, not the string {roles!r}")
+    allowed = list(dict.fromkeys(roles))
+    if not allowed:
+        raise ValueError("roles must name at least one role (or be None for any role)")
+    bad = [role for role in allowed if not isinstance(role, str) or not role]
+    if bad:
+        raise ValueError(f"roles must be non-empty strings, not {bad[0]!r}")
+    return allowed
 
 
 _locks: weakref.WeakKeyDictionary[Agent, asyncio.Lock] = weakref.WeakKeyDictionary()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent_runtime.config import QueueMode, RuntimeConfig, ThinkingLevel
 from agent_runtime.llm.base import BaseChatModel, ChatModel
@@ -14,6 +15,7 @@ from agent_runtime.memory import MemoryPolicy
 from agent_runtime.tools import Tool, ToolRegistry, check_unique
 
 Restart = Literal["temporary", "transient"]
+_TOOL_CHOICE_MODES = ("auto", "none", "required")
 
 
 _CONFORMING_MODELS: set[type] = set()  # types found to be ChatModels (not BaseChatModel's)
@@ -28,6 +30,17 @@ class AgentOptions(BaseModel):
     (`transient`) agent starts with them; each setter checks its value with these same rules
     (`check`), so a value that could not start a run never reaches the agent. Types are strict
     (no `"3"` for a number, no `True` for seconds, no bytes for a prompt) and seconds finite.
+
+    Per model call (`LoopConfig` gets them as they are): `tool_choice` is `"auto"`, `"none"`,
+    `"required"` or the name of one of the agent's tools, which the model must then call (sent
+    only to a call that has tools; a forced choice holds until the model called, and the call
+    answering tool results gets `"auto"`, so the run can end in a text answer); `temperature`
+    (>= 0) and `max_output_tokens` (>= 1) go to the provider as given, None leaves the
+    provider's default. `context_transform` (sync or
+    `async def`, e.g. `context.make_transform(max_chars=...)`) rewrites the messages before
+    every model call; on `ContextLengthExceededError` it is applied once more with half the
+    budget and the call is made once more before the run fails (the loop's one retry of a
+    context overflow; see `agent_runtime.loop`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -47,6 +60,11 @@ class AgentOptions(BaseModel):
     tool_registry: ToolRegistry | None = None
     abort_grace: float = Field(0.25, ge=0, strict=True, allow_inf_nan=False)
     follow_up_poll: float = Field(0.05, ge=0, strict=True, allow_inf_nan=False)
+    tool_choice: str | None = Field(None, strict=True, min_length=1)
+    temperature: float | None = Field(None, ge=0, strict=True, allow_inf_nan=False)
+    max_output_tokens: int | None = Field(None, ge=1, strict=True)
+    # A `loop.types.MessagesTransform`, checked by `_check_context_transform` (callable).
+    context_transform: Callable[..., Any] | None = None
 
     @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
     @classmethod
@@ -101,6 +119,36 @@ class AgentOptions(BaseModel):
         if not isinstance(value, MemoryPolicy):
             raise TypeError(f"memory must be a MemoryPolicy, not {type(value).__name__}")
         return value
+
+    @field_validator("temperature", mode="before")
+    @classmethod
+    def _check_temperature(cls, value: object) -> object:
+        if isinstance(value, bool):  # strict float takes an int, and so a bool
+            raise TypeError(f"temperature must be a number or None, not {value!r}")
+        return value
+
+    @field_validator("context_transform", mode="plain")
+    @classmethod
+    def _check_context_transform(cls, value: object) -> object:
+        if value is not None and not callable(value):
+            raise TypeError(
+                "context_transform must be a callable over the message list (e.g. "
+                f"agent_runtime.context.make_transform(max_chars=...)), not {type(value).__name__}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_tool_choice(self) -> AgentOptions:
+        choice = self.tool_choice
+        if choice is None or choice in _TOOL_CHOICE_MODES or self.tool_registry is not None:
+            return self  # a registry's tools are known only when a run starts
+        names = [t.name for t in self.tools]
+        if choice not in names:
+            raise ValueError(
+                f"tool_choice {choice!r} names no tool of the agent (expected one of: "
+                f"{', '.join([*_TOOL_CHOICE_MODES, *names])})"
+            )
+        return self
 
     @field_validator("tool_registry", mode="before")
     @classmethod

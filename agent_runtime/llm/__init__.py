@@ -1,5 +1,6 @@
 """The provider-independent LLM layer: one ChatModel port, adapters, middleware, errors."""
 
+from agent_runtime.llm._directory import ModelDirectory
 from agent_runtime.llm.base import BaseChatModel, ChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import (
@@ -96,6 +97,7 @@ __all__ = [
     "FinishDelta",
     "InvalidRequestError",
     "LLMError",
+    "ModelDirectory",
     "ModelInfo",
     "ModelNotFoundError",
     "ModelPricing",

@@ -38,6 +38,20 @@ _CONTEXT_MARKERS = (
     "request_too_large",
 )
 _QUOTA_MARKERS = ("insufficient_quota", "billing", "credit balance", "exceeded your current quota")
+# A 500 whose body says one of these is the server rejecting the request, not failing
+# (llama-cpp-python answers a body that fails its pydantic validation, or a tool_choice
+# naming no tool of the request, with HTTP 500).
+_INVALID_MARKERS = (
+    "validation error",
+    "invalid request",
+    "invalid_request",
+    "validationerror",
+    "not found in tools",
+)
+
+MAX_MESSAGE_CHARS = 300
+"""Error messages are cut to this many characters (the whole body stays in `LLMError.body`):
+some servers answer a bad request with a kilobytes-long validation dump."""
 
 # Error types named in bodies and in-stream error events, to a status when none came with them.
 _TYPE_STATUS = {
@@ -166,10 +180,17 @@ def map_error(
     *,
     provider: str,
     headers: Mapping[str, str] | None = None,
+    url: str | None = None,
 ) -> LLMError:
     """The LLMError for a failed call: an HTTP status with its body, or (status None) an
-    in-stream error event whose body names the error type."""
+    in-stream error event whose body names the error type.
+
+    The message is at most `MAX_MESSAGE_CHARS` long (whitespace collapsed); a 404 names `url`,
+    the request that was called (`POST http://host/path`), since "Not Found" alone cannot tell
+    a wrong model from a wrong `base_url`.
+    """
     message, kind, code = describe_body(body)
+    message = short_message(message)
     markers = " ".join(x for x in (message, kind, code) if x).lower()
     if status is None:
         status = next(
@@ -186,12 +207,26 @@ def map_error(
     text = message or f"HTTP {status} from {provider}"
     if code or kind:
         text = f"{text} [{code or kind}]"
+    if status == 404 and url:
+        text = f"{text}: {url}"
     return _classify(status, markers, facts["retry_after"])(text, **facts)
 
 
+def short_message(message: str) -> str:
+    """`message` with whitespace collapsed, cut to `MAX_MESSAGE_CHARS` (ending in "...")."""
+    if len(message) <= MAX_MESSAGE_CHARS and "\n" not in message:
+        return message
+    flat = " ".join(message.split())
+    if len(flat) <= MAX_MESSAGE_CHARS:
+        return flat
+    return flat[: MAX_MESSAGE_CHARS - 3].rstrip() + "..."
+
+
 def _classify(status: int, markers: str, retry_after: float | None) -> type[LLMError]:
-    if status in (400, 413, 422) and any(m in markers for m in _CONTEXT_MARKERS):
+    if status in (400, 413, 422, 500) and any(m in markers for m in _CONTEXT_MARKERS):
         return ContextLengthExceededError
+    if status == 500 and any(m in markers for m in _INVALID_MARKERS):
+        return InvalidRequestError
     if status == 402:
         return QuotaExceededError
     if status == 429:

@@ -15,7 +15,7 @@ import httpx_sse
 from agent_runtime._text import replace_lone_surrogates_in
 from agent_runtime.llm._deadlines import StreamDeadlines
 from agent_runtime.llm._error_map import parse_body, request_id_of
-from agent_runtime.llm._transport import Transport, encode_json
+from agent_runtime.llm._transport import Transport, called, encode_json
 from agent_runtime.llm.errors import LLMError, NetworkError
 
 DRAIN_SECONDS = 1.0
@@ -41,7 +41,8 @@ class SseEventSource:
       reads the rest of the body (up to `DRAIN_EVENTS` events within `DRAIN_SECONDS`) before
       closing it, so the connection is kept for the next call; leaving it by an error, a
       `break` of the consumer or cancellation closes the response at once;
-    - `request_id` is the response's once its status line arrived.
+    - `request_id` is the response's once its status line arrived; `request_bytes` the size
+      of the request body sent (for a usage estimate when the provider reports none).
 
     Raises (while iterating):
         LLMError: an error status (mapped), or a transport failure, a timeout, or an answer
@@ -58,6 +59,7 @@ class SseEventSource:
         keepalive: KeepAlive | None = None,
     ) -> None:
         self.request_id: str | None = None
+        self.request_bytes = 0
         self._transport = transport
         self._request = (path, body, params)
         self._keepalive = keepalive
@@ -122,14 +124,14 @@ class SseEventSource:
         headers.setdefault("accept", "text/event-stream")
         headers.setdefault("cache-control", "no-store")
         self._stack = stack = contextlib.AsyncExitStack()
+        content = encode_json(body)
+        self.request_bytes = len(content)
         response = await stack.enter_async_context(
-            transport.client().stream(
-                "POST", path, content=encode_json(body), headers=headers, params=params
-            )
+            transport.client().stream("POST", path, content=content, headers=headers, params=params)
         )
         if response.status_code >= 400:
             raw = await response.aread()
-            raise transport.error_for(response.status_code, raw, response.headers)
+            raise transport.error_for(response.status_code, raw, response.headers, called(response))
         content_type = response.headers.get("content-type", "")
         if "text/event-stream" not in content_type:
             raw = await response.aread()

@@ -41,6 +41,15 @@ def encode_json(body: Any) -> bytes:
         return replace_lone_surrogates(text).encode("utf-8")
 
 
+def called(response: httpx.Response) -> str:
+    """`METHOD scheme://host[:port]/path` of the response's request: no query string and no
+    user info, so a credential carried in either never reaches an error message."""
+    request = response.request
+    url = request.url
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{request.method} {url.scheme}://{url.host}{port}{url.path}"
+
+
 class Transport:
     """HTTP for one adapter: one pooled `httpx.AsyncClient` per event loop, errors mapped once.
 
@@ -82,14 +91,16 @@ class Transport:
         with self._lock:
             client = self._clients.get(loop)
             if client is None or client.is_closed:
-                client = httpx.AsyncClient(
-                    base_url=self.base_url,
-                    timeout=self._timeout,
-                    transport=self._transport,
-                    limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
-                )
-                self._clients[loop] = client
+                client = self._clients[loop] = self._new_client()
             return client
+
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=self._timeout,
+            transport=self._transport,
+            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+        )
 
     async def aclose(self) -> None:
         """Close the client of the running loop."""
@@ -113,8 +124,10 @@ class Transport:
         *,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
+        fresh_connection: bool = False,
     ) -> tuple[Any, str | None]:
-        """POST JSON, return `(parsed JSON, request id)`.
+        """POST JSON, return `(parsed JSON, request id)`; with `fresh_connection`, over a new
+        connection rather than a pooled one (the server may be closing the one it used last).
 
         Raises:
             LLMError: an error status (mapped) or a transport failure or `request_timeout`
@@ -122,9 +135,24 @@ class Transport:
         """
         request_headers = self.request_headers(headers)
         request_headers.setdefault("content-type", "application/json")
-        response = await self._send(
-            "POST", path, content=encode_json(body), headers=request_headers, params=params
-        )
+        content = encode_json(body)
+        if fresh_connection and self._transport is None:
+            client = self._new_client()
+            try:
+                response = await self._send(
+                    "POST",
+                    path,
+                    content=content,
+                    headers=request_headers,
+                    params=params,
+                    client=client,
+                )
+            finally:
+                await client.aclose()
+        else:
+            response = await self._send(
+                "POST", path, content=content, headers=request_headers, params=params
+            )
         return self._json_or_raise(response)
 
     async def get_json(
@@ -144,11 +172,13 @@ class Transport:
         )
         return self._json_or_raise(response)
 
-    async def _send(self, method: str, path: str, **options: Any) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, client: httpx.AsyncClient | None = None, **options: Any
+    ) -> httpx.Response:
         deadline = asyncio.timeout(self.request_timeout)
         try:
             async with deadline:
-                return await self.client().request(method, path, **options)
+                return await (client or self.client()).request(method, path, **options)
         except TimeoutError:
             if not deadline.expired():
                 raise
@@ -159,7 +189,9 @@ class Transport:
 
     def _json_or_raise(self, response: httpx.Response) -> tuple[Any, str | None]:
         if response.status_code >= 400:
-            raise self.error_for(response.status_code, response.content, response.headers)
+            raise self.error_for(
+                response.status_code, response.content, response.headers, called(response)
+            )
         try:
             return response.json(), request_id_of(response.headers)
         except ValueError as exc:
@@ -171,10 +203,15 @@ class Transport:
             ) from exc
 
     def error_for(
-        self, status: int | None, raw: bytes | str | None, headers: Mapping[str, str] | None
+        self,
+        status: int | None,
+        raw: bytes | str | None,
+        headers: Mapping[str, str] | None,
+        url: str | None = None,
     ) -> LLMError:
-        """The mapped error for an error status (or, with status None, an in-stream error)."""
-        return map_error(status, parse_body(raw), provider=self.provider, headers=headers)
+        """The mapped error for an error status (or, with status None, an in-stream error);
+        `url` is the request called (`called(response)`), named by a 404's message."""
+        return map_error(status, parse_body(raw), provider=self.provider, headers=headers, url=url)
 
     def stream_error(self, body: Any, request_id: str | None = None) -> LLMError:
         """The mapped error for an error event (or error body) inside a 200 answer, carrying

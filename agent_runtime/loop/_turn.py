@@ -22,7 +22,7 @@ from agent_runtime.events import (
 from agent_runtime.llm._abortable import aclose_quietly, await_abortable, iterate_abortable
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
-from agent_runtime.llm.errors import LLMError, is_retryable
+from agent_runtime.llm.errors import ContextLengthExceededError, LLMError, is_retryable
 from agent_runtime.llm.middleware.retrying import backoff_delay
 from agent_runtime.llm.types import (
     ChatRequest,
@@ -32,9 +32,16 @@ from agent_runtime.llm.types import (
     ToolCallDelta,
 )
 from agent_runtime.loop._call_ids import call_ids_in, unique_call_ids
+from agent_runtime.loop._overflow import halved
 from agent_runtime.loop._transcript import TranscriptState, validate_transcript
 from agent_runtime.loop.types import LoopConfig, RetryPolicy, Stamp
-from agent_runtime.messages import AssistantMessage, Message, TextContent, ThinkingContent
+from agent_runtime.messages import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ThinkingContent,
+    ToolResultMessage,
+)
 from agent_runtime.tools import Tool
 
 
@@ -89,6 +96,15 @@ def is_empty(message: AssistantMessage) -> bool:
     return True
 
 
+def _tool_choice(choice: str | None, messages: list[Message]) -> str | None:
+    """A forced choice (a tool's name, or `required`) holds until the model has called: the
+    call that answers tool results gets `auto`, so the run can end with a text answer rather
+    than call the forced tool until `max_tool_turns` (as the OpenAI Agents SDK resets it)."""
+    if choice in (None, "auto", "none") or not messages:
+        return choice
+    return "auto" if isinstance(messages[-1], ToolResultMessage) else choice
+
+
 async def build_request(
     messages: list[Message],
     system_prompt: str,
@@ -106,7 +122,7 @@ async def build_request(
     fields: dict[str, Any] = {
         "system": system_prompt or None,
         "tools": [tool.spec() for tool in tools],
-        "tool_choice": config.tool_choice if tools else None,
+        "tool_choice": _tool_choice(config.tool_choice, messages) if tools else None,
         "temperature": config.temperature,
         "max_output_tokens": config.max_output_tokens,
         "reasoning": config.reasoning,
@@ -166,10 +182,14 @@ async def stream_turn(
     wait) ends with the partial message minus its tool calls (stop_reason `aborted`). The
     answer's tool calls get fresh ids where the provider's are missing or already used in
     the transcript (`unique_call_ids`, against `transcript`'s ids, else the request's).
+    A `ContextLengthExceededError` is not retried, except once when `transform_context` is
+    set: the messages are shrunk to half its budget (`_overflow.halved`) and the call made
+    again, with `ProviderRetry`/`ProviderRetryEnd` events as for any retry.
     """
     model = config.model
     policy = config.retry
     attempt = 0
+    shrink = config.transform_context  # None once the overflow's one retry is spent
     while True:
         info = model.info
         builder = ChatResponseBuilder(model=info.model, provider=info.provider)
@@ -203,6 +223,13 @@ async def stream_turn(
                 yield stamp(MessageEnd, message=partial)
             if attempt:
                 yield stamp(ProviderRetryEnd, attempt=attempt, outcome="failed")
+            if isinstance(error, ContextLengthExceededError) and shrink is not None:
+                # The one retry of an overflow (DESIGN.md 7): the transform at half budget.
+                smaller, shrink = await halved(request, shrink), None
+                if smaller is not None:
+                    request, attempt = smaller, attempt + 1
+                    yield stamp(ProviderRetry, attempt=attempt, delay=0.0, error=str(error))
+                    continue
             if not is_retryable(error) or attempt >= policy.max_retries:
                 outcome.error, outcome.partial = f"{error.code}: {error.message}", partial
                 return

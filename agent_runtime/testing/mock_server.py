@@ -20,14 +20,20 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_runtime.llm.errors import ContextLengthExceededError
+from agent_runtime.testing._llama_cpp import NOT_FOUND, rejection, without_usage_option
 from agent_runtime.testing._sse import sse_frame
 from agent_runtime.testing._wire import WIRE_FORMATS, WireFormat
 from agent_runtime.testing.scripted import ScriptedTurn
+
+Dialect = Literal["openai", "llama_cpp"]
+"""Whose server the OpenAI wire format imitates: OpenAI's, or llama-cpp-python's."""
+DIALECTS: tuple[str, ...] = get_args(Dialect)
 
 
 class MockResponse(BaseModel):
@@ -77,12 +83,31 @@ class MockProviderServer:
     adapter of that format expects. `requests` records everything received;
     `disconnects` records when a client closed a delayed or streaming response early
     (monotonic time), so tests can bound how fast an abort reached the wire.
+
+    `dialect="llama_cpp"` makes its OpenAI format behave as llama-cpp-python's server does
+    (see `agent_runtime.testing._llama_cpp`): requests it rejects get its HTTP 500s, streams
+    carry no usage chunk, an error turn streamed is an empty 200 event stream, and unknown
+    paths get its 404. `max_request_chars`: a request whose JSON body is longer is answered
+    as a context overflow (in the request's format and dialect) without taking a script
+    entry, as a server with a small context window would.
     """
 
     def __init__(
-        self, script: list[ScriptedTurn | MockResponse | str] | None = None, *, model: str = "m"
+        self,
+        script: list[ScriptedTurn | MockResponse | str] | None = None,
+        *,
+        model: str = "m",
+        dialect: Dialect = "openai",
+        max_request_chars: int | None = None,
     ) -> None:
+        if dialect not in DIALECTS:
+            expected = ", ".join(DIALECTS)
+            raise ValueError(f"unknown dialect {dialect!r} (expected one of: {expected})")
+        if max_request_chars is not None and max_request_chars < 1:
+            raise ValueError(f"invalid max_request_chars {max_request_chars!r} (expected >= 1)")
         self.model = model
+        self.dialect: Dialect = dialect
+        self.max_request_chars = max_request_chars
         self._lock = threading.Lock()
         self._queue: deque[ScriptedTurn | MockResponse] = deque()
         self.requests: list[RecordedRequest] = []
@@ -220,11 +245,25 @@ class _Handler(BaseHTTPRequestHandler):
                 method, parts.path, parse_qs(parts.query), headers, body, wire.name if wire else ""
             )
         )
+        llama = self.mock.dialect == "llama_cpp"
         if wire is None:
-            self._send_json(404, {"error": {"message": f"no route for {method} {parts.path}"}})
+            missing = {"error": {"message": f"no route for {method} {parts.path}"}}
+            self._send_json(404, NOT_FOUND if llama else missing)
             return
         if method == "GET":
             self._send_json(200, wire.render_models(self.mock.models))
+            return
+        request = body if isinstance(body, dict) else {}
+        llama = llama and wire.name == "openai"
+        if llama and self._rejected(request, wire.is_stream(parts.path, request)):
+            return
+        limit = self.mock.max_request_chars
+        if limit is not None and len(raw) > limit:
+            overflow = ContextLengthExceededError(
+                f"This model's maximum context length is {limit // 4} tokens. However, you "
+                f"requested {len(raw) // 4} tokens. Please reduce the length of the messages."
+            )
+            self._answer(wire, MockResponse(turn=ScriptedTurn(error=overflow)), parts.path, request)
             return
         entry = self.mock._next()
         if entry is None:
@@ -233,13 +272,31 @@ class _Handler(BaseHTTPRequestHandler):
         response = entry if isinstance(entry, MockResponse) else MockResponse(turn=entry)
         if response.delay and not self._silent(response.delay):
             return
-        self._answer(wire, response, parts.path, body if isinstance(body, dict) else {})
+        self._answer(wire, response, parts.path, request)
+
+    def _rejected(self, body: dict[str, Any], streaming: bool) -> bool:
+        """Answer as llama-cpp-python does a request it rejects; False when it takes it."""
+        rejected = rejection(body)
+        if rejected is None:
+            return False
+        error_body, before_stream = rejected
+        if streaming and not before_stream:
+            self._stream([], MockResponse(), None)
+        else:
+            self._send_json(500, error_body)
+        return True
 
     def _answer(
         self, wire: WireFormat, response: MockResponse, path: str, body: dict[str, Any]
     ) -> None:
         streaming = wire.is_stream(path, body)
         turn = response.turn
+        llama = self.mock.dialect == "llama_cpp" and wire.name == "openai"
+        if llama and streaming and turn is not None and turn.error is not None:
+            self._stream([], response, turn)  # its errors after the headers: an empty stream
+            return
+        if llama:
+            body = without_usage_option(body)
         if turn is not None and turn.error is not None and not turn.text_chunks():
             status, error_body, headers = wire.render_error(turn.error)
             self._send_json(status, error_body, headers)

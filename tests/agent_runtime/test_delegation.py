@@ -176,3 +176,25 @@ def test_a_crashed_subagent_never_touches_its_parent_or_siblings(runtime: Runtim
     assert top.alive and top.state().messages[-1].text == "recovered"  # type: ignore[union-attr]
     assert not worker.alive and runtime.registry.lookup(("s", "worker", 0)) is None
     assert sibling.run("hi", timeout=5).text == "fine"
+
+
+# -- the tool's schema ----------------------------------------------------------------------------
+
+
+def test_the_allowed_roles_are_a_json_schema_enum() -> None:
+    role = delegate(["research", "writer"]).spec().parameters["properties"]["role"]
+    assert role["type"] == "string" and role["enum"] == ["research", "writer"]
+
+
+def test_any_role_is_a_plain_string() -> None:
+    role = delegate().spec().parameters["properties"]["role"]
+    assert role["type"] == "string" and "enum" not in role
+
+
+@pytest.mark.parametrize(
+    ("roles", "named"),
+    [([], "at least one role"), ("research", "not the string"), (["a", ""], "non-empty")],
+)
+def test_bad_roles_are_rejected_when_the_tool_is_made(roles: object, named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        delegate(roles)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ from typing import ClassVar, TypedDict
 import httpx
 
 from agent_runtime._thinking import ThinkingBudgets
+from agent_runtime.llm._sync import run_sync
 from agent_runtime.llm._transport import ApiKey, Transport, resolve_api_key
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.errors import AuthenticationError
@@ -32,9 +33,10 @@ class HttpOptions(TypedDict, total=False):
 class HttpChatModel(BaseChatModel):
     """A ChatModel over one provider's HTTP API through a pooled `Transport`.
 
-    Holds what every adapter shares: `info`, `base_url`, `thinking_budgets`, `aclose`, and the
-    API key, resolved on every request by `_api_key_now`. Subclasses implement `_headers`
-    (called for every request, so rotated keys reach retries) and `_stream`.
+    Holds what every adapter shares: `info`, `base_url`, `thinking_budgets`, `aclose`,
+    `list_models_sync`, and the API key, resolved on every request by `_api_key_now`.
+    Subclasses implement `_headers` (called for every request, so rotated keys reach
+    retries), `_stream` and `list_models`; every adapter is a `ModelDirectory`.
 
     `timeout` is httpx's read timeout in seconds (any byte resets it), `connect_timeout` the
     connect one; `request_timeout` bounds a whole call, `idle_timeout` a stream's wait for its
@@ -96,6 +98,24 @@ class HttpChatModel(BaseChatModel):
     def base_url(self) -> str:
         """The API root requests go to."""
         return self._transport.base_url
+
+    @abstractmethod
+    async def list_models(self) -> list[str]:
+        """The ids of the models the provider serves (`ModelDirectory`).
+
+        Raises:
+            LLMError: the call failed (mapped as for `generate`).
+        """
+
+    def list_models_sync(self, *, timeout: float | None = None) -> list[str]:
+        """`list_models` on the sync bridge loop, waiting up to `timeout` seconds.
+
+        Raises:
+            LLMError: as `list_models`.
+            RuntimeError: called from a running event loop (await `list_models` instead).
+            TimeoutError: `timeout` passed (the call was cancelled).
+        """
+        return run_sync(self.list_models(), timeout)
 
     @abstractmethod
     def _headers(self) -> dict[str, str]:

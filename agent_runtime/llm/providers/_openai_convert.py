@@ -1,7 +1,8 @@
 """Conversions between our messages and the OpenAI Chat Completions wire format (pure functions).
 
 Requests: `to_wire_messages`, `request_body`. Answers: `chunk_deltas` (one streamed
-`chat.completion.chunk`), `response_from_wire` (a whole `chat.completion`), `usage_of`,
+`chat.completion.chunk`), `response_from_wire` (a whole `chat.completion`), `completion_chunks`
+(a whole `chat.completion` as stream chunks), `usage_of`,
 `stop_reason_of`. No I/O here; the adapter in `agent_runtime.llm.providers.openai` does the HTTP.
 """
 
@@ -95,8 +96,9 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
             }
             for call in calls
         ]
-        if not wire["content"]:
-            wire["content"] = None
+        # "" (not null, not omitted): llama-cpp-python answers both of those with HTTP 500,
+        # and every Chat Completions server takes an empty string.
+        wire["content"] = wire["content"] or ""
     return wire
 
 
@@ -310,6 +312,22 @@ def response_from_wire(
     Raises:
         ProviderError: the body has no choices.
     """
+    builder = ChatResponseBuilder(model=model, provider=provider)
+    builder.request_id = request_id
+    for chunk in completion_chunks(body, provider=provider, request_id=request_id):
+        builder.add(chunk)
+    return builder.build()
+
+
+def completion_chunks(
+    body: Mapping[str, Any], *, provider: str, request_id: str | None = None
+) -> list[StreamChunk]:
+    """A non-streamed `chat.completion` body as the chunks a stream of it would carry, ending
+    with its `FinishDelta` (a `UsageDelta` before it only when the body has `usage`).
+
+    Raises:
+        ProviderError: the body has no choices.
+    """
     choices = body.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     if not isinstance(choice, Mapping):
@@ -319,18 +337,15 @@ def response_from_wire(
             request_id=request_id,
             body=body,
         )
-    builder = ChatResponseBuilder(model=model, provider=provider)
-    builder.request_id = request_id
     message = choice.get("message")
-    for chunk in _message_deltas(message if isinstance(message, Mapping) else {}):
-        builder.add(chunk)
+    chunks = list(_message_deltas(message if isinstance(message, Mapping) else {}))
     usage = body.get("usage")
     if isinstance(usage, Mapping):
-        builder.add(UsageDelta(usage=usage_of(usage)))
+        chunks.append(UsageDelta(usage=usage_of(usage)))
     raw = choice.get("finish_reason")
     raw = str(raw) if raw else None
-    builder.add(FinishDelta(reason=stop_reason_of(raw), raw_reason=raw))
-    return builder.build()
+    chunks.append(FinishDelta(reason=stop_reason_of(raw), raw_reason=raw))
+    return chunks
 
 
 def is_error(payload: Any) -> bool:

@@ -8,7 +8,9 @@ a host's base URL and key variable filled in. The wire conversions are pure func
 Stream policy (servers differ): `data: [DONE]` is the terminal marker; a stream that closes
 cleanly after a `finish_reason` but without `[DONE]` (llama.cpp before PR #9459, ik_llama.cpp,
 llama-box) is finished too, as the official SDK treats it; a stream that closes with neither
-raises `NetworkError`.
+raises `NetworkError`; a 200 stream with no event at all is repeated once without streaming
+(llama-cpp-python's way of failing after its headers: the repeat gets the real error). A stream
+without a usage chunk gets an estimate (`Usage.estimated`), as does a body without `usage`.
 """
 
 from __future__ import annotations
@@ -16,20 +18,30 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Unpack
 
+import structlog
+
 from agent_runtime.llm._sse import SseEventSource
-from agent_runtime.llm._transport import ApiKey
+from agent_runtime.llm._transport import ApiKey, encode_json
+from agent_runtime.llm._usage import answer_chars, estimated_usage
+from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import NetworkError, ProviderError
 from agent_runtime.llm.providers._http import HttpChatModel, HttpOptions
 from agent_runtime.llm.providers._openai_convert import (
     MaxTokensParam,
     StructuredOutputMode,
     chunk_deltas,
+    completion_chunks,
     is_error,
     request_body,
-    response_from_wire,
     stop_reason_of,
 )
-from agent_runtime.llm.types import ChatRequest, ChatResponse, FinishDelta, StreamChunk
+from agent_runtime.llm.types import (
+    ChatRequest,
+    ChatResponse,
+    FinishDelta,
+    StreamChunk,
+    UsageDelta,
+)
 
 __all__ = [
     "HostOptions",
@@ -48,6 +60,8 @@ __all__ = [
     "together",
 ]
 
+log = structlog.get_logger(__name__)
+
 
 class OpenAICompatibleModel(HttpChatModel):
     """A ChatModel over the Chat Completions API (`POST {base_url}/chat/completions`).
@@ -58,7 +72,12 @@ class OpenAICompatibleModel(HttpChatModel):
       `Authorization` header is sent (keyless local servers).
     - `stream` yields exactly one `FinishDelta`, when `data: [DONE]` arrives, or when the
       server closes the stream after a `finish_reason` without `[DONE]`. `[DONE]` without a
-      `finish_reason` finishes as `stop`.
+      `finish_reason` finishes as `stop`. Just before it comes a `UsageDelta`: the
+      provider's, else an estimate marked `Usage.estimated`.
+    - A 200 stream that carries no event is made once more without streaming: its error is
+      raised (typed: `ContextLengthExceededError`, `InvalidRequestError`, ...), its answer is
+      streamed; when that has no answer either, a non-retryable `ProviderError`
+      (`code="empty_stream"`) is raised, never a retryable `NetworkError`.
     - Cancelling the consuming task or aborting its signal closes the HTTP response at once.
 
     Raises (from `generate`, `stream`, `list_models`):
@@ -67,7 +86,10 @@ class OpenAICompatibleModel(HttpChatModel):
             `agent_runtime.llm._error_map` (the request id is kept).
         NetworkError: the connection failed, an event is not JSON, or the stream ended with
             neither `[DONE]` nor a `finish_reason`.
-        ProviderError: a body that is not an object.
+        ProviderError: a body that is not an object; an empty stream whose repeat had no
+            answer (not retryable).
+        ModelNotFoundError: HTTP 404; the message names the URL called (a `base_url`
+            without `/v1` is the usual cause).
     """
 
     _missing_key_hint = " (for a keyless server: openai_compatible(..., api_key_env=None))"
@@ -116,12 +138,14 @@ class OpenAICompatibleModel(HttpChatModel):
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
         finish: str | None = None
-        done = False
+        done = received = reported_usage = False
+        output_chars = 0
         events = SseEventSource(
             self._transport, "/chat/completions", self._body(request, stream=True)
         )
         async with events:  # the response is closed before FinishDelta
             async for event in events:
+                received = True
                 if event.data.strip().startswith("[DONE]"):
                     done = True
                     break
@@ -132,8 +156,16 @@ class OpenAICompatibleModel(HttpChatModel):
                     continue
                 chunks, reason = chunk_deltas(payload)
                 for chunk in chunks:
+                    if isinstance(chunk, UsageDelta):
+                        reported_usage = True
+                    else:
+                        output_chars += answer_chars(chunk)
                     yield chunk
                 finish = reason or finish
+        if not received:
+            async for chunk in self._after_empty_stream(request, events.request_id):
+                yield chunk
+            return
         if not done and finish is None:
             raise NetworkError(
                 f"the {self._info.provider} stream ended with neither [DONE] nor a "
@@ -141,24 +173,72 @@ class OpenAICompatibleModel(HttpChatModel):
                 provider=self._info.provider,
                 request_id=events.request_id,
             )
+        if not reported_usage:  # llama-cpp-python ignores stream_options.include_usage
+            yield UsageDelta(usage=estimated_usage(events.request_bytes, output_chars))
         yield FinishDelta(reason=stop_reason_of(finish), raw_reason=finish)
 
-    async def _generate(self, request: ChatRequest) -> ChatResponse:
+    async def _after_empty_stream(
+        self, request: ChatRequest, request_id: str | None
+    ) -> AsyncIterator[StreamChunk]:
+        """A 200 stream that carried no event at all is how llama-cpp-python reports an
+        error it meets after sending its headers (a prompt past the context window, a
+        `tool_choice` it cannot serve). The same request is made once without streaming,
+        where the server answers with the real error, which is raised (a `ProviderError`
+        marked not retryable: the server fails this request either way); should it answer,
+        its answer is the stream's. Nothing else retries it."""
+        log.warning("llm.stream.empty", provider=self._info.provider, request_id=request_id)
+        try:
+            # A new connection: the server closes the one that carried the empty stream.
+            chunks, _ = await self._completion_chunks(request, fresh_connection=True)
+        except ProviderError as error:
+            # The server fails this request in both modes: retrying it blindly cannot help.
+            error.retryable = False
+            raise
+        if not chunks[:-2]:  # nothing but usage and finish
+            raise ProviderError(
+                f"{self._info.provider} answered a streamed request with an empty event stream "
+                "(HTTP 200, no event) and the same request without streaming with no answer",
+                provider=self._info.provider,
+                request_id=request_id,
+                retryable=False,
+                code="empty_stream",
+            )
+        for chunk in chunks:
+            yield chunk
+
+    async def _completion_chunks(
+        self, request: ChatRequest, *, fresh_connection: bool = False
+    ) -> tuple[list[StreamChunk], str | None]:
+        """A non-streamed call as chunks (usage estimated when the body has none), and its
+        request id."""
+        wire = self._body(request, stream=False)
         body, request_id = await self._transport.post_json(
-            "/chat/completions", self._body(request, stream=False)
+            "/chat/completions", wire, fresh_connection=fresh_connection
         )
+        provider = self._info.provider
         if is_error(body):
             raise self._transport.stream_error(body, request_id)
         if not isinstance(body, Mapping):
             raise ProviderError(
-                f"{self._info.provider} answered with a body that is not an object",
-                provider=self._info.provider,
+                f"{provider} answered with a body that is not an object",
+                provider=provider,
                 request_id=request_id,
                 body=body,
             )
-        return response_from_wire(
-            body, model=self._info.model, provider=self._info.provider, request_id=request_id
-        )
+        chunks = completion_chunks(body, provider=provider, request_id=request_id)
+        if not isinstance(chunks[-2] if len(chunks) > 1 else None, UsageDelta):
+            output_chars = sum(answer_chars(chunk) for chunk in chunks)
+            usage = estimated_usage(len(encode_json(wire)), output_chars)
+            chunks.insert(len(chunks) - 1, UsageDelta(usage=usage))
+        return chunks, request_id
+
+    async def _generate(self, request: ChatRequest) -> ChatResponse:
+        chunks, request_id = await self._completion_chunks(request)
+        builder = ChatResponseBuilder(model=self._info.model, provider=self._info.provider)
+        builder.request_id = request_id
+        for chunk in chunks:
+            builder.add(chunk)
+        return builder.build()
 
     async def list_models(self) -> list[str]:
         """The model ids the server offers (`GET {base_url}/models`).

@@ -158,10 +158,32 @@ def test_stop_on_a_tool_call_turn_comes_out_as_tool_use(server: MockProviderServ
     assert response.message.tool_calls == [ToolCall(id="c1", name="f")]
 
 
-def test_a_stream_without_a_usage_chunk_has_zero_usage(server: MockProviderServer) -> None:
-    server.enqueue(MockResponse(events=[frame({"content": "hi"}), frame({}, "stop"), "[DONE]"]))
+def test_a_stream_without_a_usage_chunk_gets_an_estimate_marked_as_one(
+    server: MockProviderServer,
+) -> None:
+    answer = "hi there, " * 10  # 100 characters: 25 tokens at 4 characters a token
+    events = [frame({"content": answer}), frame({}, "stop"), "[DONE]"]
+    server.enqueue(MockResponse(events=events))
     response = assembled(model_for(server))
-    assert response.text == "hi" and response.usage == Usage()
+    sent = len(json.dumps(server.requests[-1].json, separators=(",", ":")))
+    assert response.text == answer and response.usage.estimated
+    assert response.usage.output_tokens == 25
+    assert response.usage.input_tokens == -(-sent // 4)
+    assert response.message.usage == response.usage
+
+
+def test_reported_usage_is_not_marked_estimated(server: MockProviderServer) -> None:
+    server.enqueue("hi", "hi")
+    model = model_for(server)
+    assert not assembled(model).usage.estimated
+    assert not generate(model).usage.estimated
+
+
+def test_a_completion_without_usage_gets_an_estimate(server: MockProviderServer) -> None:
+    body = {"choices": [{"index": 0, "message": {"content": "abcd" * 3}, "finish_reason": "stop"}]}
+    server.enqueue(MockResponse(body=body))
+    usage = generate(model_for(server)).usage
+    assert usage.estimated and usage.output_tokens == 3 and usage.input_tokens > 0
 
 
 def test_usage_in_the_finish_chunk_is_read(server: MockProviderServer) -> None:

@@ -1,0 +1,79 @@
+"""Typed errors from the real server (issue 15: items 3-5, and the bad requests)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from agent_runtime.llm import (
+    ContextLengthExceededError,
+    InvalidRequestError,
+    LLMError,
+    ModelNotFoundError,
+    OpenAICompatibleModel,
+    RetryingModel,
+    ToolSpec,
+    llama_cpp,
+)
+from agent_runtime.llm._error_map import MAX_MESSAGE_CHARS, map_error
+from tests.live.helpers import SECONDS, ask, chunks_of
+
+ADD = ToolSpec(name="add", description="Add.", parameters={"type": "object", "properties": {}})
+
+
+def too_long(n_ctx: int) -> str:
+    return "word " * (n_ctx + 500)  # " word" is one token
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_an_over_long_prompt_is_context_length_exceeded(
+    model: OpenAICompatibleModel, n_ctx: int, streaming: bool
+) -> None:
+    """Streamed, the server answers an empty 200 stream; the adapter asks once more without
+    streaming and raises the error that answer names."""
+    request = ask(too_long(n_ctx))
+    with pytest.raises(ContextLengthExceededError) as caught:
+        chunks_of(model, request) if streaming else model.generate_sync(request, timeout=SECONDS)
+    assert not caught.value.retryable and f"{n_ctx} tokens" in caught.value.message
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_an_unknown_tool_in_tool_choice_is_an_invalid_request_not_retried(
+    model: OpenAICompatibleModel, streaming: bool
+) -> None:
+    retries: list[LLMError] = []
+    retrying = RetryingModel(model, base_delay=0.0, on_retry=lambda n, d, e: retries.append(e))
+    request = ask("hi", tools=[ADD], tool_choice="nope")
+    with pytest.raises(InvalidRequestError, match="nope"):
+        if streaming:
+            chunks_of(retrying, request)
+        else:
+            retrying.generate_sync(request, timeout=SECONDS)
+    assert retries == []
+
+
+def test_the_servers_validation_500_is_a_short_invalid_request(base_url: str) -> None:
+    """What the server says to a null content (the adapter no longer sends one)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "add"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    answer = httpx.post(
+        f"{base_url}/chat/completions", json={"model": "m", "messages": messages}, timeout=SECONDS
+    )
+    assert answer.status_code == 500 and len(answer.content) > 1000
+    error = map_error(500, answer.json(), provider="llama_cpp")
+    assert type(error) is InvalidRequestError and not error.retryable
+    assert len(error.message.split(" [")[0]) <= MAX_MESSAGE_CHARS
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_a_base_url_without_v1_names_the_url_called(
+    base_url: str, served_model: str, streaming: bool
+) -> None:
+    root = base_url.removesuffix("/v1")
+    model = llama_cpp(served_model, root)
+    with pytest.raises(ModelNotFoundError) as caught:
+        chunks_of(model, ask("hi")) if streaming else model.generate_sync(ask("hi"), timeout=30)
+    assert f"POST {root}/chat/completions" in caught.value.message
