@@ -168,7 +168,8 @@ class Operator:
             self._check(
                 "a crashed subagent left its parent untouched",
                 crashed and parent_running,
-                f"{who(critic.key)} crashed; {who(self.orchestrator.key)} still running"
+                f"{who(critic.key)} {'crashed' if crashed else 'did not crash'}; "
+                f"{who(self.orchestrator.key)} {'still' if parent_running else 'not'} running"
                 + (f"; {', '.join(siblings)} unaffected" if siblings else ""),
             )
         self._researcher_checks()
@@ -182,14 +183,17 @@ class Operator:
         self._await("the researcher's answer", lambda: self._spans(key)[-1].end is not None)
         researcher = self._agent(key)
         history: list[Message] = researcher.state().messages if researcher is not None else []
-        steered = any(isinstance(m, UserMessage) and m.text == STEER for m in history)
-        self._check(
-            "the researcher was steered mid-run",
-            steered,
-            "the steering message entered its context at a tool boundary"
-            if steered
-            else "the steering message is not in its history",
+        at = next(
+            (i for i, m in enumerate(history) if isinstance(m, UserMessage) and m.text == STEER),
+            None,
         )
+        if at is None:
+            detail = "the steering message is not in its history"
+        elif at > 0 and isinstance(history[at - 1], ToolResultMessage):
+            detail = "the steering message entered its context at a tool boundary"
+        else:
+            detail = "the steering message entered its context after an answer"
+        self._check("the researcher was steered mid-run", at is not None, detail)
         critics = [k for k in self.journal.tallies() if k.role == "critic"]
         if critics:
             mine, theirs = self._spans(key)[0], self._spans(critics[0])[0]
@@ -221,9 +225,9 @@ class Operator:
         self._check(
             "an abort left a valid transcript",
             not problems and writer_canceled,
-            "every tool call paired; the writer's run was canceled too"
-            if not problems
-            else "; ".join(problems),
+            "; ".join(problems or ["every tool call paired"])
+            + ("; the writer's run was canceled with it" if writer_canceled else "")
+            + ("" if writer_canceled else "; the writer's run was not canceled"),
         )
         self.journal.note(f"{who(self.orchestrator.key)}.continue_run()")
         try:
