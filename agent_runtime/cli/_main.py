@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from agent_runtime._errors import ConfigError
+from agent_runtime.cli._demo_args import add_demo_arguments
 from agent_runtime.cli._models import add_models_command, run_models
 from agent_runtime.cli._tree import render_tree
 from agent_runtime.config import load_config
@@ -23,9 +24,9 @@ def _tree(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from agent_runtime.cli._demo import run_demo  # on use: the demo loads the test doubles
+    from agent_runtime.cli._demo import demo_command  # on use: it loads the test doubles
 
-    return run_demo(Console())
+    return demo_command(args)
 
 
 def _top(args: argparse.Namespace) -> int:
@@ -73,8 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("tree", help="start a runtime, print its supervision tree, stop it")
-    commands.add_parser(
-        "demo", help="run the offline showcase: delegation, streaming, abort, crash isolation"
+    add_demo_arguments(
+        commands.add_parser(
+            "demo",
+            help="the showcase, live: delegation, steering, abort, crash isolation, restarts",
+            description="An orchestrator and three subagents of one session, with a live "
+            "view of the supervision tree and the events (plain lines when stdout is not a "
+            "terminal). Offline by default: scripted models with realistic latencies.",
+        )
     )
     top = commands.add_parser(
         "top",

@@ -42,15 +42,3 @@ def test_json_logging_when_not_a_terminal_and_levels_filtered() -> None:
         assert telemetry.configure_logging(TelemetryConfig()) is False  # once
     finally:
         structlog.reset_defaults()
-
-
-def test_demo_runs_offline_and_reports_success(capsys: pytest.CaptureFixture[str]) -> None:
-    try:
-        assert cli.main(["demo"]) == 0
-    finally:
-        structlog.reset_defaults()
-    out = capsys.readouterr().out
-    assert "researcher/1" in out  # events of a delegated subagent reached the lead's stream
-    assert "transcript valid: True" in out
-    assert "lead alive: True" in out
-    assert "demo finished" in out
