@@ -349,8 +349,10 @@ class AgentActor(SupervisedActor):
             return False
         run.view.signal.abort(reason)
         for child in self.shell.children():
-            if child.handle is not None:
-                child.handle._tell("abort", f"parent_aborted: {reason}")
+            if child.handle is not None and not child.stopped:
+                # A child that ended meanwhile has nothing to abort: the others still hear it.
+                with contextlib.suppress(AgentStopped):
+                    child.handle._tell("abort", f"parent_aborted: {reason}")
         return True
 
     def _on_reset(self) -> bool:

@@ -13,7 +13,6 @@ model did not delegate, say): the step is then reported as skipped, not failed.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -211,11 +210,7 @@ class Operator:
             return
         writer = self._streamed("writer") or self._running("writer")
         self.journal.note(f"aborting {who(self.orchestrator.key)} (and with it its delegates)")
-        # AgentStopped: the actor aborted its run, then failed to tell a subagent that had
-        # already ended (the crashed critic, among its children until collected); the abort
-        # itself took effect, as the checks below see.
-        with contextlib.suppress(AgentStopped):
-            self.orchestrator.abort("demo: operator abort")
+        self.orchestrator.abort("demo: operator abort")
         self.orchestrator.wait_for_idle(self.timeout)
         history = self.orchestrator.state().messages
         problems = validate_transcript(history)

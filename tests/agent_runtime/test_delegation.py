@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from agent_runtime import Agent, AgentKey, Runtime, delegate
-from agent_runtime.config import RuntimeConfig
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.events import AgentEnd, Canceled, Event, MessageUpdate
 from agent_runtime.loop import validate_transcript
 from agent_runtime.messages import ToolCall, ToolResultMessage
@@ -198,3 +198,19 @@ def test_any_role_is_a_plain_string() -> None:
 def test_bad_roles_are_rejected_when_the_tool_is_made(roles: object, named: str) -> None:
     with pytest.raises(ValueError, match=named):
         delegate(roles)  # type: ignore[arg-type]
+
+
+def test_aborting_a_parent_whose_subagent_ended_aborts_the_others_and_says_so() -> None:
+    with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as runtime:
+        hung = [ScriptedTurn(chunks=["a", "b"], chunk_delay=60.0)]
+        parent = runtime.start_agent(("s", "lead", 0), model=ScriptedModel(hung))
+        gone = runtime.spawn_subagent(parent, "gone", {"model": ScriptedModel()})
+        child = runtime.spawn_subagent(parent, "busy", {"model": ScriptedModel(list(hung))})
+        gone.stop()
+        parent.prompt("go")
+        child.prompt("go")
+        wait_until(lambda: child.state().stream_message is not None)
+        assert parent.abort("operator") is True  # no AgentStopped for the child that ended
+        child.wait_for_idle(10)
+        assert child.state().error is None
+        assert not child.state().is_running
