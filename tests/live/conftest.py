@@ -1,7 +1,7 @@
 """The live tier: tests against a real llama.cpp server (llama-cpp-python with SmolLM2-135M).
 
 `make test-live` (tests/live/harness.py) builds the server, starts it once per mode and runs
-this directory with `AGENT_RUNTIME_LIVE_URL` set; without it every test here is skipped, so
+this directory with `LIVE_LLAMA_URL` set; without it every test here is skipped, so
 `make test` needs no compiler and no model. The model is tiny: tests assert structure (a
 tool was called, usage is there, the error is typed), never the quality of an answer.
 """
@@ -17,7 +17,7 @@ from agent_runtime import Runtime
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.llm import OpenAICompatibleModel, llama_cpp
 
-LIVE_URL = os.environ.get("AGENT_RUNTIME_LIVE_URL")
+LIVE_URL = os.environ.get("LIVE_LLAMA_URL")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def mode() -> str:
     """The server's chat format: `chatml-function-calling`, or `template` (the GGUF's own)."""
-    return os.environ.get("AGENT_RUNTIME_LIVE_MODE", "template")
+    return os.environ.get("LIVE_LLAMA_MODE", "template")
 
 
 @pytest.fixture
@@ -44,12 +44,12 @@ def base_url() -> str:
 @pytest.fixture
 def served_model() -> str:
     """The model id the server serves (its `--model_alias`)."""
-    return os.environ.get("AGENT_RUNTIME_LIVE_MODEL", "")
+    return os.environ.get("LIVE_LLAMA_MODEL", "")
 
 
 @pytest.fixture
 def n_ctx() -> int:
-    return int(os.environ.get("AGENT_RUNTIME_LIVE_N_CTX", "2048"))
+    return int(os.environ.get("LIVE_LLAMA_N_CTX", "2048"))
 
 
 @pytest.fixture

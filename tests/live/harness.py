@@ -197,10 +197,10 @@ def run_mode(venv: Path, model: Path, mode: str, pytest_args: list[str]) -> int:
     with serve(venv, model, mode, log_path) as base_url:
         env = {
             **os.environ,
-            "AGENT_RUNTIME_LIVE_URL": base_url,
-            "AGENT_RUNTIME_LIVE_MODE": mode,
-            "AGENT_RUNTIME_LIVE_MODEL": MODEL_ALIAS,
-            "AGENT_RUNTIME_LIVE_N_CTX": str(N_CTX),
+            "LIVE_LLAMA_URL": base_url,
+            "LIVE_LLAMA_MODE": mode,
+            "LIVE_LLAMA_MODEL": MODEL_ALIAS,
+            "LIVE_LLAMA_N_CTX": str(N_CTX),
         }
         pytest = REPO / ".venv" / "bin" / "pytest"
         command = [str(pytest), "tests/live", "-p", "no:cacheprovider", *pytest_args]

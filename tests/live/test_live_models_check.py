@@ -1,7 +1,7 @@
 """`agent-runtime models check` against the local llama.cpp server of `make test-live`.
 
-Skipped unless `AGENT_RUNTIME_LIVE_URL` names the server's base URL (with /v1), as the live
-tier's harness sets it; `AGENT_RUNTIME_LIVE_MODEL` is the id it serves (asked of the server
+Skipped unless `LIVE_LLAMA_URL` names the server's base URL (with /v1), as the live
+tier's harness sets it; `LIVE_LLAMA_MODEL` is the id it serves (asked of the server
 when unset).
 """
 
@@ -16,23 +16,15 @@ import pytest
 from agent_runtime.cli import main
 from agent_runtime.llm import llama_cpp
 
-LIVE_URL = os.environ.get("AGENT_RUNTIME_LIVE_URL", "")
+LIVE_URL = os.environ.get("LIVE_LLAMA_URL", "")
 pytestmark = pytest.mark.skipif(
-    not LIVE_URL, reason="needs a llama.cpp server: run `make test-live` (AGENT_RUNTIME_LIVE_URL)"
+    not LIVE_URL, reason="needs a llama.cpp server: run `make test-live` (LIVE_LLAMA_URL)"
 )
-
-
-@pytest.fixture(autouse=True)
-def config_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    # load_config rejects AGENT_RUNTIME_* names that are not <SECTION>__<KEY> overrides, and
-    # the command loads the config from the environment as a user's shell would have it.
-    for name in [n for n in os.environ if n.startswith("AGENT_RUNTIME_LIVE")]:
-        monkeypatch.delenv(name)
 
 
 @pytest.fixture
 def served() -> str:
-    name = os.environ.get("AGENT_RUNTIME_LIVE_MODEL", "")
+    name = os.environ.get("LIVE_LLAMA_MODEL", "")
     if name:
         return name
     listed = asyncio.run(llama_cpp("", LIVE_URL).list_models())
