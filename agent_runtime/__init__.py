@@ -10,6 +10,7 @@ from agent_runtime._errors import (
     AlreadyRegistered,
     CannotContinue,
     ConfigError,
+    GuardrailTripped,
     MemoryStoreError,
     RunCanceled,
     RunFailed,
@@ -46,6 +47,7 @@ from agent_runtime.events import (
     TurnStart,
     is_terminal,
 )
+from agent_runtime.guardrails import Guardrail, GuardrailContext, GuardrailResult
 from agent_runtime.llm.errors import (
     AuthenticationError,
     CapabilityNotSupportedError,
@@ -178,6 +180,10 @@ __all__ = [
     "MemoryStoreError",
     "RunCanceled",
     "RunFailed",
+    "Guardrail",
+    "GuardrailContext",
+    "GuardrailResult",
+    "GuardrailTripped",
     "Runtime",
     "RuntimeConfig",
     "RuntimeTree",

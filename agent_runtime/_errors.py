@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -43,6 +44,48 @@ class RunFailed(AgentRuntimeError):
         super().__init__(f"run failed: {reason}")
         self.reason = reason
         self.partial = partial
+
+
+class GuardrailTripped(RunFailed):
+    """A blocking guardrail failed the run; its `Error` reason is
+    `guardrail: NAME at POINT: EXPLANATION`.
+
+    Attributes:
+        at: the point it checked (`model_request`, `model_response`, `tool_result`; at
+            `tool_call` a failure blocks the call, not the run).
+        explanation: what the guardrail said.
+        guardrail: the guardrail's name (its class name).
+    """
+
+    def __init__(
+        self, reason: str, partial: Any = None, *, at: str, explanation: str, guardrail: str
+    ) -> None:
+        super().__init__(reason, partial)
+        self.at = at
+        self.explanation = explanation
+        self.guardrail = guardrail
+
+
+_GUARDRAIL_REASON = re.compile(
+    r"guardrail: (?P<guardrail>\S+) at (?P<at>model_request|model_response|tool_call|tool_result)"
+    r": (?P<explanation>.*)",
+    re.DOTALL,
+)
+
+
+def run_failed(reason: str, partial: Any = None) -> RunFailed:
+    """The exception of a run ended by `Error(reason, partial)`: a GuardrailTripped for a
+    guardrail's reason, else a RunFailed."""
+    match = _GUARDRAIL_REASON.fullmatch(reason)
+    if match is None:
+        return RunFailed(reason, partial)
+    return GuardrailTripped(
+        reason,
+        partial,
+        at=match["at"],
+        explanation=match["explanation"],
+        guardrail=match["guardrail"],
+    )
 
 
 class RunCanceled(AgentRuntimeError):

@@ -234,6 +234,36 @@ class TelemetryConfig(_Section):
         return "none" if value is None else value
 
 
+class GuardrailRoleConfig(_Section):
+    """`[guardrails.ROLE]`: the guardrails of that role's agents started without
+    `guardrails=`: `use` names Guardrail subclasses as `"module:Class"`, each checked when the
+    config loads (imported, a Guardrail subclass) and created with no arguments per agent."""
+
+    use: tuple[str, ...] = ()
+
+    @field_validator("use", mode="after")
+    @classmethod
+    def _check_use(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from agent_runtime.guardrails._spec import load_class  # imports the user's modules
+
+        for spec in value:
+            load_class(spec)  # raises ValueError naming the entry
+        return value
+
+
+class GuardrailsConfig(_Section):
+    """`[guardrails]`: one `[guardrails.ROLE]` table per role (none by default)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, GuardrailRoleConfig]
+
+    def for_role(self, role: str) -> tuple[str, ...]:
+        """The `"module:Class"` names configured for `role` (none when it has no table)."""
+        extra = self.__pydantic_extra__ or {}
+        section = extra.get(role)
+        return section.use if section is not None else ()
+
+
 class RuntimeConfig(_Section):
     """The whole configuration of a Runtime; every section has complete defaults."""
 
@@ -246,6 +276,7 @@ class RuntimeConfig(_Section):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
 
     @model_validator(mode="after")
     def _check_memory_dsn(self) -> RuntimeConfig:

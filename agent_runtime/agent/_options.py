@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent_runtime.config import QueueMode, RuntimeConfig, ThinkingLevel
+from agent_runtime.guardrails._base import Guardrail, validated
+from agent_runtime.guardrails._spec import instantiate
 from agent_runtime.llm.base import BaseChatModel, ChatModel
 from agent_runtime.llm.factory import from_config
 from agent_runtime.loop.types import RetryPolicy
@@ -41,6 +43,10 @@ class AgentOptions(BaseModel):
     every model call; on `ContextLengthExceededError` it is applied once more with half the
     budget and the call is made once more before the run fails (the loop's one retry of a
     context overflow; see `agent_runtime.loop`).
+
+    `guardrails` (Guardrail instances) check the agent's runs (`agent_runtime.Guardrail`);
+    None (the default) takes the role's `[guardrails.ROLE] use` of the config, each class
+    created anew for the agent (`configured_guardrails`); `guardrails=[]` turns them off.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -65,6 +71,7 @@ class AgentOptions(BaseModel):
     max_output_tokens: int | None = Field(None, ge=1, strict=True)
     # A `loop.types.MessagesTransform`, checked by `_check_context_transform` (callable).
     context_transform: Callable[..., Any] | None = None
+    guardrails: tuple[Guardrail, ...] | None = None
 
     @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
     @classmethod
@@ -136,6 +143,15 @@ class AgentOptions(BaseModel):
                 f"agent_runtime.context.make_transform(max_chars=...)), not {type(value).__name__}"
             )
         return value
+
+    @field_validator("guardrails", mode="plain")
+    @classmethod
+    def _check_guardrails(cls, value: object) -> tuple[Guardrail, ...] | None:
+        if value is None:
+            return None
+        if isinstance(value, str | bytes | Guardrail) or not hasattr(value, "__iter__"):
+            raise TypeError(f"guardrails must be a list of Guardrails, not {type(value).__name__}")
+        return tuple(validated(g) for g in value)
 
     @model_validator(mode="after")
     def _check_tool_choice(self) -> AgentOptions:
@@ -221,6 +237,16 @@ class AgentOptions(BaseModel):
             TypeError, ValueError: as `build`, naming the option.
         """
         return getattr(self.replace(**{name: value}), name)
+
+
+def configured_guardrails(config: RuntimeConfig, role: str) -> tuple[Guardrail, ...]:
+    """New instances of the guardrails `[guardrails.ROLE] use` names for `role`.
+
+    Raises:
+        ValueError, TypeError: a class cannot be created without arguments, or its instance
+            is not a valid Guardrail (named).
+    """
+    return tuple(instantiate(spec) for spec in config.guardrails.for_role(role))
 
 
 def default_model(config: RuntimeConfig) -> ChatModel:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_runtime._errors import RunCanceled, RunFailed
+from agent_runtime._errors import RunCanceled, run_failed
 from agent_runtime._key import AgentKey
 from agent_runtime.config import QueueMode
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
@@ -57,7 +57,7 @@ class RunResult(BaseModel):
 def run_result(run_id: str, terminal: Event) -> RunResult:
     """The RunResult of a finished run, or its failure raised (RunFailed, RunCanceled)."""
     if isinstance(terminal, Error):
-        raise RunFailed(terminal.reason, terminal.partial)
+        raise run_failed(terminal.reason, terminal.partial)
     if isinstance(terminal, Canceled):
         raise RunCanceled(terminal.reason)
     assert isinstance(terminal, AgentEnd)

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import structlog
 
-from agent_runtime._errors import RunCanceled, RunFailed, StreamClosed, StreamOverflow
+from agent_runtime._errors import (
+    RunCanceled,
+    RunFailed,
+    StreamClosed,
+    StreamOverflow,
+    run_failed,
+)
 from agent_runtime._key import AgentKey
 from agent_runtime._wakeup import AsyncWaiters
 from agent_runtime.event_stream._counted import CountedCondition
@@ -532,7 +538,7 @@ class EventStream:
         if isinstance(terminal, AgentEnd):
             return list(terminal.new_messages)
         if isinstance(terminal, Error):
-            raise RunFailed(terminal.reason, terminal.partial)
+            raise run_failed(terminal.reason, terminal.partial)
         assert isinstance(terminal, Canceled)
         raise RunCanceled(terminal.reason)
 

@@ -19,6 +19,7 @@ from agent_runtime.events import (
     ToolExecutionStart,
     ToolExecutionUpdate,
 )
+from agent_runtime.guardrails._runner import GuardrailRunner, Trip, result_text, tool_call_text
 from agent_runtime.loop.types import LoopConfig, Stamp
 from agent_runtime.messages import Content, Message, TextContent, ToolCall, ToolResult
 from agent_runtime.tools import Tool, ToolContext, error_result, execute_tool_call, find_tool
@@ -31,6 +32,7 @@ class BatchOutcome:
     results: list[tuple[ToolCall, ToolResult]] = field(default_factory=list)
     steering: list[Message] = field(default_factory=list)
     aborted: str | None = None
+    tripped: str | None = None  # the reason a guardrail blocked a tool result
 
 
 def plan_groups(
@@ -74,6 +76,36 @@ def not_started_result(call: ToolCall, reason: str) -> ToolResult:
     )
 
 
+def blocked_call_result(call: ToolCall, trip: Trip) -> ToolResult:
+    """The result of a call a `tool_call` guardrail blocked: not run, and the model is told
+    why, so it can do something else."""
+    return error_result(
+        f"Blocked: {call.name} was not run because the guardrail {trip.guardrail} refused the "
+        f"call: {trip.explanation}",
+        outcome="blocked",
+        guardrail=trip.guardrail,
+    )
+
+
+def withheld_result(call: ToolCall, trip: Trip) -> ToolResult:
+    """What stands in for a result a `tool_result` guardrail blocked (the run then fails):
+    the call keeps its one result, and the blocked content never reaches the transcript."""
+    return error_result(
+        f"Withheld: the result of {call.name} was blocked by the guardrail {trip.guardrail}: "
+        f"{trip.explanation}",
+        outcome="blocked",
+        guardrail=trip.guardrail,
+    )
+
+
+def guardrail_stopped_result(call: ToolCall) -> ToolResult:
+    """The result of a call not run because a guardrail blocked an earlier result."""
+    return error_result(
+        f"Not run: {call.name} was not started because a guardrail stopped the run.",
+        outcome="not_started",
+    )
+
+
 def abandoned_result(call: ToolCall, reason: str, partial: ToolResult | None) -> ToolResult:
     """The result of a call still running when the abort grace ran out."""
     text = (
@@ -102,7 +134,9 @@ class ToolBatch:
     finished). On abort, running calls get `abort_grace` to finish, then are abandoned;
     unstarted calls are not run. Every call gets exactly one result, in call order, and every
     result is announced by one `ToolExecutionEnd` before the batch ends: a call that never
-    started (skipped or not started) gets its end without a `ToolExecutionStart`.
+    started (skipped, not started, blocked by a `tool_call` guardrail) gets its end without a
+    `ToolExecutionStart`. A result a blocking `tool_result` guardrail fails is withheld
+    (`withheld_result`), the later groups are not run, and `outcome.tripped` says why.
     """
 
     def __init__(
@@ -115,6 +149,7 @@ class ToolBatch:
         take_steering: Callable[[], list[Message]],
         *,
         task_context: Callable[[str], contextvars.Context] | None = None,
+        guards: GuardrailRunner | None = None,
     ) -> None:
         self.calls = list(calls)
         self.tools = list(tools)
@@ -123,6 +158,7 @@ class ToolBatch:
         self.stamp = stamp
         self.take_steering = take_steering
         self._task_context = task_context
+        self._guards = guards
         self.outcome = BatchOutcome()
         self._done: dict[str, ToolResult] = {}
         self._contexts: dict[str, ToolContext] = {}
@@ -168,7 +204,7 @@ class ToolBatch:
                 async with aclosing(group_events):
                     async for event in group_events:
                         yield event
-                if self.outcome.aborted is not None:
+                if self.outcome.aborted is not None or self.outcome.tripped is not None:
                     break
         finally:
             remove()
@@ -185,13 +221,28 @@ class ToolBatch:
             if result is None:  # never started: announced here, as every result is
                 if self.outcome.aborted is not None:
                     result = not_started_result(call, self.outcome.aborted)
+                elif self.outcome.tripped is not None:
+                    result = guardrail_stopped_result(call)
                 else:
                     result = skipped_result(call)
                 yield self._end_event(call, result)
             self.outcome.results.append((call, result))
 
     async def _run_group(self, group: list[ToolCall]) -> AsyncGenerator[Event, None]:
+        guards = self._guards
         for call in group:
+            if guards is not None and guards.watches("tool_call"):
+                trip = await guards.check(
+                    "tool_call",
+                    tool_call_text(call.name, call.arguments),
+                    tool_name=call.name,
+                    arguments=call.arguments,
+                )
+                if trip is not None:  # not run; the model reads why
+                    result = blocked_call_result(call, trip)
+                    self._done[call.id] = result
+                    yield self._end_event(call, result)
+                    continue
             yield self.stamp(
                 ToolExecutionStart, tool_call_id=call.id, name=call.name, args=call.arguments
             )
@@ -235,6 +286,17 @@ class ToolBatch:
             for task in [t for t in done if t in self._tasks]:
                 call = self._tasks.pop(task)
                 result = task.result()
+                if guards is not None and guards.watches("tool_result"):
+                    trip = await guards.check(
+                        "tool_result",
+                        result_text(result),
+                        tool_name=call.name,
+                        arguments=call.arguments,
+                    )
+                    if trip is not None:
+                        result = withheld_result(call, trip)
+                        if self.outcome.tripped is None:
+                            self.outcome.tripped = trip.reason
                 self._done[call.id] = result
                 yield self._end_event(call, result)
             if deadline is not None and time.monotonic() >= deadline and self._tasks:

@@ -23,6 +23,7 @@ from agent_runtime.events import (
     TurnEnd,
     TurnStart,
 )
+from agent_runtime.guardrails._runner import GuardrailRunner
 from agent_runtime.loop._batch import ToolBatch
 from agent_runtime.loop._trace import RunTrace
 from agent_runtime.loop._transcript import TranscriptState
@@ -80,6 +81,11 @@ class _Run:
         self.agent, self.run_id = key, run_id
         self.trace = RunTrace(
             key, run_id, info.model, info.provider, config.trace_links, config.model
+        )
+        self.guards = (
+            GuardrailRunner(config.guardrails, key, run_id, self.trace.add_event)
+            if config.guardrails
+            else None
         )
         self.log = log.bind(
             run_id=run_id,
@@ -187,7 +193,13 @@ class _Run:
                         yield self.stamp(Error, reason=reason)
                         return
                     turn = stream_turn(
-                        request, self.config, self.signal, self.stamp, outcome, self.transcript
+                        request,
+                        self.config,
+                        self.signal,
+                        self.stamp,
+                        outcome,
+                        self.transcript,
+                        guards=self.guards,
                     )
                     async with aclosing(turn):
                         async for event in turn:
@@ -227,6 +239,7 @@ class _Run:
                         self.stamp,
                         self.take_steering,
                         task_context=self.trace.tool_context,
+                        guards=self.guards,
                     )
                     batch_events = batch.run()
                     async with aclosing(batch_events):
@@ -247,6 +260,9 @@ class _Run:
                         for event in self.commit(result_message):
                             yield event
                     yield self.stamp(TurnEnd, message=message, tool_results=results)
+                    if batch.outcome.tripped is not None:  # a tool result a guardrail blocked
+                        yield self.stamp(Error, reason=batch.outcome.tripped)
+                        return
                     if batch.outcome.aborted is not None:
                         yield self.canceled(batch.outcome.aborted)
                         return

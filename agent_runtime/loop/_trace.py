@@ -179,6 +179,14 @@ class RunTrace:
         if self._log is not None:
             self._log.debug(name, **payload)
 
+    def add_event(self, name: str, attrs: dict[str, Any]) -> None:
+        """A span event on the open turn span, else the run span (none without an SDK)."""
+        if not self.enabled:
+            return
+        span = self._turn if self._turn is not None else self._run
+        if span is not None:
+            span.add_event(name, attrs)
+
     def tool_context(self, call_id: str) -> contextvars.Context:
         """A copy of the current context in which `call_id`'s span is current (work the tool
         starts, e.g. a delegated subagent's run, becomes its child)."""
@@ -391,7 +399,8 @@ class RunTrace:
             return
         now = time.monotonic_ns()
         if isinstance(terminal, Error) and self._awaiting:
-            sent = not terminal.reason.startswith("invalid_transcript:")  # else none was sent
+            # Neither a transcript refused nor a guardrail's block sent a request.
+            sent = not terminal.reason.startswith(("invalid_transcript:", "guardrail:"))
             if sent:  # the request failed before any chunk of its answer came
                 self._failed_unanswered(terminal.reason, now)
         for span, _ in self._tools.values():

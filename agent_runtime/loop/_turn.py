@@ -19,6 +19,7 @@ from agent_runtime.events import (
     ProviderRetry,
     ProviderRetryEnd,
 )
+from agent_runtime.guardrails._runner import GuardrailRunner, content_text, request_text
 from agent_runtime.llm._abortable import aclose_quietly, await_abortable, iterate_abortable
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
@@ -174,8 +175,15 @@ async def stream_turn(
     stamp: Stamp,
     outcome: TurnOutcome,
     transcript: TranscriptState | None = None,
+    *,
+    guards: GuardrailRunner | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Call the model, yielding MessageStart/Update/End and retry events; fill `outcome`.
+
+    `guards` check the request once before the first attempt (a blocking failure: no call,
+    `outcome.error` is the guardrail's reason) and the answer once it is complete (a blocking
+    failure: its MessageEnd has stop_reason `error`, it is not committed, and `outcome.error`
+    is the reason); the streamed deltas before that are not held back.
 
     A failed attempt ends with a MessageEnd of its partial message (stop_reason `error`) and
     is never committed; its tool calls never run. An abort (of the stream or of a backoff
@@ -190,6 +198,11 @@ async def stream_turn(
     policy = config.retry
     attempt = 0
     shrink = config.transform_context  # None once the overflow's one retry is spent
+    if guards is not None and guards.watches("model_request"):
+        trip = await guards.check("model_request", request_text(request.messages))
+        if trip is not None:
+            outcome.error = trip.reason
+            return
     while True:
         info = model.info
         builder = ChatResponseBuilder(model=info.model, provider=info.provider)
@@ -258,5 +271,14 @@ async def stream_turn(
             return
         if not started:
             yield stamp(MessageStart, message=message)
+        if guards is not None and guards.watches("model_response"):
+            trip = await guards.check("model_response", content_text(message.content))
+            if trip is not None:
+                blocked = message.model_copy(
+                    update={"stop_reason": "error", "error_message": trip.reason}
+                )
+                yield stamp(MessageEnd, message=blocked)
+                outcome.error, outcome.partial = trip.reason, blocked
+                return
         outcome.message = message
         return

@@ -6,12 +6,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import OverflowPolicy
 from agent_runtime.events import Event
+from agent_runtime.guardrails._base import Guardrail, validated
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.types import ReasoningLevel
 from agent_runtime.loop._transcript import TranscriptState
@@ -120,6 +121,11 @@ class LoopConfig(BaseModel):
     - `stream_max_queue` / `stream_overflow`: the bound of the EventStream `loop.stream`
       returns; None takes the host's `[event_stream]` config (a Runtime has one), else
       EventStream's own defaults (10000, "error").
+    - `guardrails` check the text at their points (`agent_runtime.Guardrail`): a blocking
+      failure at `model_request`, `model_response` or `tool_result` ends the run with
+      `Error(reason="guardrail: NAME at POINT: EXPLANATION")`; at `tool_call` the call is not
+      run and gets an error result (`details["outcome"] == "blocked"`) the model reads. None
+      (the default) costs a run nothing.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -155,3 +161,11 @@ class LoopConfig(BaseModel):
     spawner: Callable[..., Any] | None = None
     stream_max_queue: int | None = Field(None, ge=1)
     stream_overflow: OverflowPolicy | None = None
+    guardrails: tuple[Guardrail, ...] = ()
+
+    @field_validator("guardrails", mode="plain")
+    @classmethod
+    def _check_guardrails(cls, value: object) -> tuple[Guardrail, ...]:
+        if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+            raise TypeError(f"guardrails must be a list of Guardrails, not {type(value).__name__}")
+        return tuple(validated(g) for g in value)
