@@ -6,7 +6,7 @@ import asyncio
 import math
 import os
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from agent_runtime.guardrails._base import (
     Guardrail,
@@ -20,6 +20,7 @@ from agent_runtime.guardrails._base import (
 EmbeddingTask = Literal["query", "document"]
 
 
+@runtime_checkable
 class Embedder(Protocol):
     """What the similarity guardrail needs of an embedding model: the `EmbeddingModel` port's
     `embed` (one vector per text, in order)."""
@@ -32,7 +33,7 @@ class Embedder(Protocol):
 def cosine(a: list[float], b: list[float]) -> float:
     """The cosine similarity of two vectors (0.0 when either is all zeros)."""
     dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    norm = math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
     return dot / norm if norm else 0.0
 
 
@@ -46,6 +47,7 @@ class SimilarityGuardrail(Guardrail):
     without a call. The explanation names the closest example's file and the similarity.
 
     Raises:
+        TypeError: `model` has no `embed` method.
         ValueError: `examples` is not a folder or holds no non-empty file; `threshold` is not
             in [-1, 1].
     """
@@ -59,6 +61,11 @@ class SimilarityGuardrail(Guardrail):
         at: GuardrailPoint = "model_request",
         mode: GuardrailMode = "block",
     ) -> None:
+        if not isinstance(model, Embedder):
+            raise TypeError(
+                "SimilarityGuardrail model must be an embedding model with "
+                f"`async embed(texts, *, task=None)`, not {type(model).__name__}"
+            )
         folder = Path(examples)
         if not folder.is_dir():
             raise ValueError(f"SimilarityGuardrail examples {str(folder)!r} is not a folder")
