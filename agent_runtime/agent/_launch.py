@@ -10,7 +10,6 @@ import pykka
 
 from agent_runtime.agent._driver import RunDriver
 from agent_runtime.agent._messages import teller
-from agent_runtime.agent._options import configured_guardrails
 from agent_runtime.agent._run import RunView
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.llm.base import ChatModel
@@ -77,9 +76,6 @@ def _settings(shell: AgentShell, model: ChatModel) -> LoopConfig:
         config: LoopConfig = cached[2]
         return config
     level = options.thinking_level
-    guardrails = options.guardrails
-    if guardrails is None:  # the role's configured ones, created once per change of options
-        guardrails = configured_guardrails(shell.host.config, shell.key.role)
 
     def spawn(role: str, **spawn_options: Any) -> Any:
         # `ToolContext.spawn`, called by tools (never on the actor's thread).
@@ -101,7 +97,7 @@ def _settings(shell: AgentShell, model: ChatModel) -> LoopConfig:
         agent=shell.key,
         runtime=shell.host,
         run_sync=shell.host.run_sync,
-        guardrails=guardrails,
+        guardrails=options.guardrails or (),
     )
     shell.loop_settings = (options, model, config)
     return config

@@ -45,7 +45,7 @@ class AgentOptions(BaseModel):
     context overflow; see `agent_runtime.loop`).
 
     `guardrails` (Guardrail instances) check the agent's runs (`agent_runtime.Guardrail`);
-    None (the default) takes the role's `[guardrails.ROLE] use` of the config, each class
+    without them `build` takes the role's `[guardrails.ROLE] use` of the config, each class
     created anew for the agent (`configured_guardrails`); `guardrails=[]` turns them off.
     """
 
@@ -175,9 +175,17 @@ class AgentOptions(BaseModel):
 
     @classmethod
     def build(
-        cls, config: RuntimeConfig, options: dict[str, Any], *, tools: ToolRegistry
+        cls,
+        config: RuntimeConfig,
+        options: dict[str, Any],
+        *,
+        tools: ToolRegistry,
+        role: str | None = None,
     ) -> AgentOptions:
         """Options from `start_agent` keywords, completed from `config`.
+
+        Without `guardrails=` (or with None), an agent of `role` gets new instances of the
+        guardrails `[guardrails.ROLE]` names, so a class that cannot be created fails the start.
 
         `memory=None` takes `[memory]` of the config; `tool_registry=True` means `tools` (the
         runtime's registry); without `model=` the config's `[llm] default_profile` is built.
@@ -213,6 +221,8 @@ class AgentOptions(BaseModel):
             values["tool_registry"] = tools
         if "model" not in values:
             values["model"] = default_model(config)
+        if values.get("guardrails") is None and role is not None:
+            values["guardrails"] = configured_guardrails(config, role)
         try:
             return cls(**values)
         except ValidationError as exc:

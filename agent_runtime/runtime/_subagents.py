@@ -55,7 +55,7 @@ class Subagents:
         holder = runtime.registry.lookup(key)
         if holder is not None:
             raise AlreadyRegistered(key, holder)
-        opts = AgentOptions.build(runtime.config, options, tools=runtime.tools)
+        opts = AgentOptions.build(runtime.config, options, tools=runtime.tools, role=key.role)
         shell = AgentShell(key, runtime, opts, parent)
         handle = Agent(shell)
         child_id = f"agent:{key.session}/{key.role}/{key.index}"

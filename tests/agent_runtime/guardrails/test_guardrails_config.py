@@ -70,12 +70,13 @@ def test_an_agent_of_the_role_gets_the_configured_guardrails(tmp_path: Path) -> 
         assert unguarded.run("my password is x", timeout=10).text == "c"
 
 
-def test_a_configured_class_that_needs_arguments_is_named_when_the_run_starts(
+def test_a_configured_class_that_needs_arguments_fails_the_start_naming_it(
     tmp_path: Path,
 ) -> None:
     spec = "tests.agent_runtime.guardrails.configured:NeedsArguments"
     config = load_config(config_file(tmp_path, f'[guardrails.support]\nuse = ["{spec}"]\n'), env={})
     with Runtime.start(config) as runtime:
-        agent = runtime.start_agent(("s", "support", 0), model=ScriptedModel(["a"]))
-        with pytest.raises(TypeError, match="cannot be created without arguments"):
-            agent.run("hi", timeout=10)
+        with pytest.raises(TypeError, match=f"guardrail '{spec}' cannot be created without"):
+            runtime.start_agent(("s", "support", 0), model=ScriptedModel(["a"]))
+        agent = runtime.start_agent(("s", "research", 0), model=ScriptedModel(["b"]))
+        assert agent.run("hi", timeout=10).text == "b"  # the runtime goes on
