@@ -260,3 +260,15 @@ def test_a_guardrail_with_an_unknown_point_is_refused(runtime: Runtime) -> None:
 
     with pytest.raises(ValueError, match="at='model_output' \\(expected one of: model_request"):
         runtime.start_agent(("s", "main", 0), model=ScriptedModel([]), guardrails=[Nowhere()])
+
+
+def test_arun_raises_guardrail_tripped_too(runtime: Runtime) -> None:
+    guard = RegexGuardrail(keywords=["ssn"], at="model_request")
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]), guardrails=[guard])
+
+    async def go() -> None:
+        await agent.arun("my ssn", timeout=10)
+
+    with pytest.raises(GuardrailTripped) as caught:
+        asyncio.run(go())
+    assert caught.value.at == "model_request"
