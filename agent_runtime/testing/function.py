@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from types import GeneratorType
 from typing import TypeAlias
 
 from agent_runtime.llm.base import BaseChatModel
@@ -20,6 +21,7 @@ from agent_runtime.llm.types import (
     ModelInfo,
     ModelPricing,
     StreamChunk,
+    TextDelta,
 )
 from agent_runtime.messages import AssistantMessage, TextContent, ThinkingContent
 from agent_runtime.testing.scripted import ScriptedTurn, play_turn
@@ -27,8 +29,11 @@ from agent_runtime.testing.scripted import ScriptedTurn, play_turn
 Reply: TypeAlias = str | AssistantMessage | ScriptedTurn
 """What a FunctionModel's function returns: the text, a whole reply, or a turn to stream."""
 
-ReplyFunction: TypeAlias = Callable[[ChatRequest], Reply | Awaitable[Reply]]
-"""A FunctionModel's function: sync or async, from the request to its reply."""
+ReplyFunction: TypeAlias = Callable[
+    [ChatRequest], Reply | Awaitable[Reply] | Iterator[str] | AsyncIterator[str]
+]
+"""A FunctionModel's function: sync or async, from the request to its reply; or a generator
+(sync or async) of the text's pieces."""
 
 
 class FunctionModel(BaseChatModel):
@@ -38,7 +43,9 @@ class FunctionModel(BaseChatModel):
     answer's text), an `AssistantMessage` (its text, thinking, tool calls, and its usage and
     stop reason when set) or a `ScriptedTurn` (everything a scripted turn can do: text
     streamed in `chunks`, delays, tool calls, an `LLMError` raised after the chunks). The
-    reply is streamed exactly as `ScriptedModel` streams that turn.
+    reply is streamed exactly as `ScriptedModel` streams that turn. A generator function (sync
+    or async) instead streams the text as it yields it, one delta per `str` piece, for tests
+    that act between chunks.
 
     Guarantees:
     - An async `fn` runs on the caller's event loop (an abort cancels it); a sync `fn` runs
@@ -52,7 +59,7 @@ class FunctionModel(BaseChatModel):
       told otherwise.
 
     Raises (from the stream):
-        TypeError: `fn` returned something else; the message names the type it returned.
+        TypeError: `fn` returned (or yielded) something else; the message names its type.
     """
 
     def __init__(
@@ -99,9 +106,31 @@ class FunctionModel(BaseChatModel):
             self._calls += 1
             if self._record:
                 self.requests.append(request)
-        turn = _turn_of(await self._reply(request), self._name)
-        async for chunk in play_turn(turn, request):
+        reply = await self._reply(request)
+        if isinstance(reply, AsyncIterator | GeneratorType):
+            async for chunk in self._play_pieces(reply, request):
+                yield chunk
+            return
+        async for chunk in play_turn(_turn_of(reply, self._name), request):
             yield chunk
+
+    async def _play_pieces(
+        self, pieces: AsyncIterator[object] | Iterator[object], request: ChatRequest
+    ) -> AsyncIterator[StreamChunk]:
+        text: list[str] = []
+        async for piece in _each(pieces):
+            if not isinstance(piece, str):
+                raise TypeError(
+                    f"FunctionModel function {self._name} yielded {type(piece).__name__} "
+                    "(expected str pieces of the text)"
+                )
+            if piece:
+                text.append(piece)
+                yield TextDelta(text=piece)
+        # The rest of the turn (usage, finish) as a scripted turn of that text ends.
+        async for chunk in play_turn(ScriptedTurn(text="".join(text)), request):
+            if not isinstance(chunk, TextDelta):
+                yield chunk
 
     async def _reply(self, request: ChatRequest) -> object:
         if inspect.iscoroutinefunction(self.fn):
@@ -113,6 +142,17 @@ class FunctionModel(BaseChatModel):
 
     def __repr__(self) -> str:
         return f"<FunctionModel {self._name}>"
+
+
+async def _each(pieces: AsyncIterator[object] | Iterator[object]) -> AsyncIterator[object]:
+    """The pieces of an async iterator, or of a sync generator stepped in a worker thread."""
+    if isinstance(pieces, AsyncIterator):
+        async for piece in pieces:
+            yield piece
+        return
+    end = object()
+    while (piece := await asyncio.to_thread(next, pieces, end)) is not end:
+        yield piece
 
 
 def _turn_of(reply: object, name: str) -> ScriptedTurn:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -109,6 +109,47 @@ def test_an_assistant_message_gives_its_text_thinking_tool_calls_and_usage() -> 
 def test_an_assistant_message_keeps_a_stop_reason_it_sets() -> None:
     message = AssistantMessage(content=[TextContent(text="cut")], stop_reason="length")
     assert FunctionModel(lambda request: message).generate_sync(REQUEST).stop_reason == "length"
+
+
+def test_a_generator_function_streams_each_piece_it_yields() -> None:
+    def pieces(request: ChatRequest) -> Iterator[str]:
+        yield "one "
+        yield ""
+        yield "two"
+
+    model = FunctionModel(pieces)
+    assert _texts(model) == ["one ", "two"]
+    response = model.generate_sync(REQUEST)
+    assert (response.text, response.stop_reason) == ("one two", "stop")
+    assert response.usage.output_tokens >= 1
+
+
+def test_an_async_generator_streams_as_it_yields() -> None:
+    go_on = asyncio.Event()
+
+    async def pieces(request: ChatRequest) -> AsyncIterator[str]:
+        yield "first"
+        await go_on.wait()  # the test sees the first piece before the second exists
+        yield "second"
+
+    async def watch() -> list[str]:
+        seen: list[str] = []
+        async for chunk in FunctionModel(pieces).stream(REQUEST):
+            if chunk.type == "text":
+                seen.append(chunk.text)
+                go_on.set()
+        return seen
+
+    assert asyncio.run(watch()) == ["first", "second"]
+
+
+def test_a_generator_yielding_something_else_is_an_error_naming_its_type() -> None:
+    def pieces(request: ChatRequest) -> Iterator[object]:
+        yield "ok"
+        yield b"bytes"
+
+    with pytest.raises(TypeError, match=r"function pieces yielded bytes \(expected str pieces"):
+        FunctionModel(pieces).prompt_sync("x")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
