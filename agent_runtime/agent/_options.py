@@ -90,7 +90,8 @@ class AgentOptions(BaseModel):
     def _check_system_prompt(cls, value: object) -> object:
         if not isinstance(value, str | Template):
             raise TypeError(
-                f"system_prompt must be a str or a Template, not {type(value).__name__}"
+                f"system_prompt must be a str, not {type(value).__name__} "
+                "(or an agent_runtime.Template)"
             )
         return value
 

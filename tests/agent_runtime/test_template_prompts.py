@@ -75,7 +75,8 @@ def test_set_system_prompt_takes_a_template(runtime: Runtime) -> None:
 
 
 def test_a_prompt_of_another_type_is_refused(runtime: Runtime) -> None:
-    with pytest.raises(TypeError, match="system_prompt must be a str or a Template"):
+    refused = r"system_prompt must be a str, not int \(or an agent_runtime.Template\)"
+    with pytest.raises(TypeError, match=refused):
         runtime.start_agent(("s", "main", 0), model=ScriptedModel([]), system_prompt=3)
 
 
