@@ -202,3 +202,13 @@ def _drain(sub: TemplateSubscription) -> list[TemplateVersion]:
     while (change := sub.poll(timeout=0)) is not None:
         out.append(change)
     return out
+
+
+def test_an_update_through_another_memory_on_the_same_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    with SessionMemory(SqliteStore(path)) as one, SessionMemory(SqliteStore(path)) as two:
+        PromptTemplates.of(one).update("greeter", "v1")
+        assert PromptTemplates.of(two).render(Template("greeter")) == "v1"
+        PromptTemplates.of(two).update("greeter", "v2")
+        assert PromptTemplates.of(one).get("greeter") == "v2"
+        assert [v.version for v in PromptTemplates.of(one).history("greeter")] == [1, 2]
