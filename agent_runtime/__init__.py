@@ -87,6 +87,12 @@ from agent_runtime.runtime import (
     SubscriptionStatus,
     TreeNode,
 )
+from agent_runtime.templates import (
+    Template,
+    TemplateError,
+    TemplateNotFound,
+    TemplateParameterMissing,
+)
 from agent_runtime.tools import (
     Tool,
     ToolArgumentsError,
@@ -101,6 +107,10 @@ from agent_runtime.tools import (
 __all__ = [
     "MemoryPolicy",
     "SessionMemory",
+    "Template",
+    "TemplateError",
+    "TemplateNotFound",
+    "TemplateParameterMissing",
     "delegate",
     "AuthenticationError",
     "CapabilityNotSupportedError",

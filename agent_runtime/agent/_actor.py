@@ -32,6 +32,7 @@ from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import AgentContext, TranscriptState
 from agent_runtime.memory import window
 from agent_runtime.messages import AssistantMessage, Message
+from agent_runtime.templates import PromptTemplates, Template, TemplateError
 from agent_runtime.tools import Tool, merge_tools
 from supervisors import SupervisedActor
 
@@ -195,6 +196,9 @@ class AgentActor(SupervisedActor):
             raise AgentStopped(self.key)
         if self.run is not None:
             raise AgentBusy(self.key, self.run.view.run_id)
+        # A Template is rendered here, per run, so an update applies without a restart; a
+        # missing template or parameter fails the start before anything changes.
+        prompt = system_prompt if system_prompt is not None else self._render(self.system_prompt)
         self._merge_session()
         if prompts is None:
             if not self.messages:
@@ -204,7 +208,7 @@ class AgentActor(SupervisedActor):
         tools = merge_tools(self.tools, self.shell.options.tool_registry)
         signal = self.host.abort_table.new()
         inbox = RunInbox(
-            system_prompt if system_prompt is not None else self.system_prompt,
+            prompt,
             self.steering_mode,
             self.follow_up_mode,
             take_all(self.steering),
@@ -325,6 +329,17 @@ class AgentActor(SupervisedActor):
             self._start_run(prompts, system_prompt, ())
         except AgentStopped:
             self.follow_ups.extendleft(reversed(taken))
+        except TemplateError as exc:  # kept for the next run, once the template is fixed
+            self.follow_ups.extendleft(reversed(taken))
+            self.error = str(exc)
+            self.log.warning("agent.follow_up.template_failed", error=str(exc))
+            self._publish_status()
+
+    def _render(self, prompt: str | Template) -> str:
+        """The system prompt's text: `prompt`, or the rendered template (TemplateError)."""
+        if isinstance(prompt, str):
+            return prompt
+        return PromptTemplates.of(self.host.memory).render(prompt)
 
     # -- queues -----------------------------------------------------------------------------------
 
@@ -379,11 +394,11 @@ class AgentActor(SupervisedActor):
 
     # -- settings ---------------------------------------------------------------------------------
 
-    def _on_set_system_prompt(self, prompt: str) -> None:
+    def _on_set_system_prompt(self, prompt: str | Template) -> None:
         self._check_alive()
+        if self.run is not None:  # a Template that fails to render changes nothing
+            self.run.view.inbox.system_prompt = self._render(prompt)
         self.system_prompt = prompt
-        if self.run is not None:
-            self.run.view.inbox.system_prompt = prompt
         self._keep(system_prompt=prompt)
 
     def _on_set_model(self, model: ChatModel) -> None:
@@ -461,7 +476,7 @@ class AgentActor(SupervisedActor):
         follow_ups = inbox.follow_ups if inbox is not None else self.follow_ups
         return {
             "key": self.key,
-            "system_prompt": self.system_prompt,
+            "system_prompt": self._stated_prompt(),
             "model": self.model.info,
             "tools": [t.spec() for t in self.tools],
             "messages": list(self.messages),
@@ -476,6 +491,13 @@ class AgentActor(SupervisedActor):
             "follow_up_mode": self.follow_up_mode,
             "subscriptions": len(self._live()),
         }
+
+    def _stated_prompt(self) -> str:
+        """The system prompt as a state shows it: a Template rendered now ("" if it cannot be)."""
+        try:
+            return self._render(self.system_prompt)
+        except TemplateError:
+            return ""
 
     def _check_alive(self) -> None:
         if self.shell.stopped:

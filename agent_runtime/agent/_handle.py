@@ -24,6 +24,7 @@ from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
+from agent_runtime.templates import Template
 from agent_runtime.tools import Tool
 
 
@@ -369,11 +370,13 @@ class Agent:
 
     # Each setter checks its value by the rules of `start_agent` before it reaches the actor.
 
-    def set_system_prompt(self, prompt: str) -> None:
-        """Use `prompt` from the next model call on (also mid-run).
+    def set_system_prompt(self, prompt: str | Template) -> None:
+        """Use `prompt` from the next model call on (also mid-run). A `Template` is rendered
+        at the start of each run (and now, when a run is in progress).
 
         Raises:
-            TypeError: `prompt` is not a str.
+            TypeError: `prompt` is not a str or a Template.
+            TemplateError: a run is in progress and the Template cannot be rendered.
         """
         self._calls.call("set_system_prompt", self._check("system_prompt", prompt))
 

@@ -14,6 +14,7 @@ from agent_runtime.llm.base import BaseChatModel, ChatModel
 from agent_runtime.llm.factory import from_config
 from agent_runtime.loop.types import RetryPolicy
 from agent_runtime.memory import MemoryPolicy
+from agent_runtime.templates import Template
 from agent_runtime.tools import Tool, ToolRegistry, check_unique
 
 Restart = Literal["temporary", "transient"]
@@ -52,7 +53,7 @@ class AgentOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     model: ChatModel
-    system_prompt: str = Field("", strict=True)
+    system_prompt: str | Template = ""  # a Template renders per run; checked below
     tools: tuple[Tool, ...] = ()
     steering_mode: QueueMode = "one_at_a_time"
     follow_up_mode: QueueMode = "one_at_a_time"
@@ -94,8 +95,11 @@ class AgentOptions(BaseModel):
     @field_validator("system_prompt", mode="before")
     @classmethod
     def _check_system_prompt(cls, value: object) -> object:
-        if not isinstance(value, str):
-            raise TypeError(f"system_prompt must be a str, not {type(value).__name__}")
+        if not isinstance(value, str | Template):
+            raise TypeError(
+                f"system_prompt must be a str, not {type(value).__name__} "
+                "(or an agent_runtime.Template)"
+            )
         return value
 
     @field_validator("tools", mode="before")

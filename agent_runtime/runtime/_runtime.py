@@ -35,6 +35,7 @@ from agent_runtime.runtime._status_socket import StatusSocket
 from agent_runtime.runtime._subagents import Subagents
 from agent_runtime.telemetry import configure_logging as configure_structlog
 from agent_runtime.telemetry import install_exporter
+from agent_runtime.templates import PromptTemplates
 from agent_runtime.tools import ToolRegistry
 from supervisors import (
     AsyncTaskSupervisor,
@@ -262,6 +263,12 @@ class Runtime:
         """The DynamicSupervisor under which every agent of this runtime runs."""
         assert self._subagents is not None
         return self._subagents
+
+    @property
+    def templates(self) -> PromptTemplates:
+        """The prompt templates, kept in this runtime's session memory store (the one
+        `PromptTemplates.of(self.memory)`, which its agents' `Template` prompts read)."""
+        return PromptTemplates.of(self.memory)
 
     @property
     def stopping(self) -> bool:
