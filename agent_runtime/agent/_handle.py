@@ -27,7 +27,6 @@ from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
 from agent_runtime.tools import Tool
 
-
 OnFailure = Callable[[Exception], Any]
 
 

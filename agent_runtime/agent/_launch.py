@@ -15,8 +15,8 @@ from agent_runtime.agent._shell import AgentShell
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import AgentContext, LoopConfig
 from agent_runtime.loop import continue_run as loop_continue_run
-from agent_runtime.loop._output import OutputSpec
 from agent_runtime.loop import run as loop_run
+from agent_runtime.loop._output import OutputSpec
 from agent_runtime.messages import Message
 
 
