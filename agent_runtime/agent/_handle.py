@@ -223,7 +223,9 @@ class Agent:
         An invalid answer is told what failed and asked again, `output_retries` times
         (default: the agent's, 1), before `OutputValidationError` (`raw`, `errors`).
         `on_failure(exception)`, when given (or the agent's), turns a `RunFailed` (that one
-        included, not a cancellation) into a result whose `output` is what it returned.
+        included, not a cancellation) into a result whose `output` is what it returned
+        (its `stop_reason` is `"error"`, its `text` and `usage` the failed answer's, its
+        `new_messages` empty: the history keeps them); an exception it raises propagates.
         None of these given and none set on the agent: `RunResult.output` is None.
 
         Raises:
