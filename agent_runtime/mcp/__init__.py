@@ -199,5 +199,3 @@ def _not_on_a_loop(name: str, instead: str) -> None:
     except RuntimeError:
         return
     raise RuntimeError(f"{name} called on a thread running an event loop: await {instead}")
-
-

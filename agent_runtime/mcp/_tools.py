@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 
+from agent_runtime.abort import AbortSignal
 from agent_runtime.mcp._convert import call_result
 from agent_runtime.mcp._endpoint import Endpoint
 from agent_runtime.mcp._sdk import require_sdk
@@ -95,7 +96,9 @@ def build_tools(
     by_name = {spec.name: spec for spec in listed}
     if allowed is not None:
         if isinstance(allowed, str):
-            raise TypeError(f"allowed must be a collection of tool names, not the string {allowed!r}")
+            raise TypeError(
+                f"allowed must be a collection of tool names, not the string {allowed!r}"
+            )
         unknown = [name for name in allowed if name not in by_name]
         if unknown:
             available = ", ".join(sorted(by_name)) or "(none)"
@@ -189,7 +192,11 @@ async def _abortable(work: Awaitable[ToolResult], ctx: ToolContext, tool: str) -
     """
     task = asyncio.ensure_future(work)
     loop = asyncio.get_running_loop()
-    remove = ctx.signal.on_abort(lambda _: loop.call_soon_threadsafe(task.cancel))
+
+    def cancel(_: AbortSignal) -> None:
+        loop.call_soon_threadsafe(task.cancel)
+
+    remove = ctx.signal.on_abort(cancel)
     try:
         return await task
     except asyncio.CancelledError:
