@@ -5,14 +5,20 @@ them as agent `Tool`s; `await mcp_stdio_tools(command, args)` does the same for 
 started as a subprocess speaking over its stdin/stdout. Each returned tool's schema is the
 server's `inputSchema`, its description the server's, and each call goes to the server.
 
-Connection lifetime (one session per operation): listing opens a session and closes it
-before returning; every tool call opens its own session, makes the one `tools/call` and
-closes it (over HTTP the MCP session is terminated; over stdio the server process is started
-for the call and stopped after it). So the returned tools own no connection: nothing needs
-closing, they may be called from any thread or event loop (an agent's runtime loop, or your
-own), concurrent calls do not share state, and a server that crashes or restarts fails only
-the calls in flight. The price is a handshake per call (and, for stdio, a process start);
-a server that keeps state across the calls of one session does not see it here.
+Connection lifetime:
+- HTTP (`mcp_tools`): one session per operation. Listing opens a session and closes it
+  before returning; every call opens its own session, makes the one `tools/call` and closes
+  it (the MCP session is terminated with the server). The returned plain list owns no
+  connection and needs no closing; the tools may be called from any thread or event loop,
+  and a server that restarts fails only the calls in flight. The price is a handshake per
+  call (a few ms locally); a server keeping state per MCP session does not see it here.
+- stdio (`mcp_stdio_tools`): one server process and session, started by the listing and
+  kept for every call (a process start per call would cost most of a second and lose the
+  server's state). The returned `McpTools` (a `list[Tool]`) owns it: close it with
+  `close()` / `await aclose()` or a `with` / `async with` block, which stops the process.
+  Calls from any loop share the session, which lives on a private thread. If the process
+  exits, the calls in flight get error results and the next call starts a new process. An
+  unclosed one is stopped at interpreter exit at the latest (its stdin closes).
 
 Results: the server's content blocks (text and images as they are, other blocks as their
 JSON), `structuredContent` in `details["structured"]`. Results are `trust="untrusted"` by
@@ -32,6 +38,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Mapping, Sequence
 
+from agent_runtime.mcp._connection import Connection
 from agent_runtime.mcp._endpoint import HttpEndpoint, StdioEndpoint
 from agent_runtime.mcp._sdk import require_sdk
 from agent_runtime.mcp._tools import (
@@ -42,6 +49,7 @@ from agent_runtime.mcp._tools import (
     build_tools,
     list_server_tools,
 )
+from agent_runtime.mcp._toolset import McpTools
 from agent_runtime.messages import Trust
 from agent_runtime.tools import Tool
 
@@ -50,6 +58,7 @@ __all__ = [
     "Interceptor",
     "McpCall",
     "McpServerError",
+    "McpTools",
     "mcp_stdio_tools",
     "mcp_stdio_tools_sync",
     "mcp_tools",
@@ -122,12 +131,12 @@ async def mcp_stdio_tools(
     env: Mapping[str, str] | None = None,
     interceptor: Interceptor | None = None,
     trust: Trust = "untrusted",
-) -> list[Tool]:
+) -> McpTools:
     """The tools of the MCP server started as `command *args`, spoken to over stdio.
 
     `env` is added to the SDK's safe default environment (PATH, HOME, ...), not to this
-    process's whole environment. The server process is started for the listing and for each
-    call and stopped after it (see the module docstring); its stderr goes to ours.
+    process's whole environment. The server process is started now and kept until the
+    returned `McpTools` is closed (see the module docstring); its stderr goes to ours.
     `allowed`, `interceptor` and `trust` as in `mcp_tools`.
 
     Raises:
@@ -142,11 +151,17 @@ async def mcp_stdio_tools(
         raise ValueError(f"mcp_stdio_tools needs a command, got {command!r}")
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
         raise TypeError(f"args must be a sequence of strings, got {args!r}")
-    endpoint = StdioEndpoint(command, tuple(args), _env(env))
-    listed = await list_server_tools(endpoint)
-    return build_tools(
-        endpoint, listed, allowed=allowed, interceptor=interceptor, trust=_trust(trust)
-    )
+    checked_trust = _trust(trust)
+    connection = Connection(StdioEndpoint(command, tuple(args), _env(env)))
+    try:
+        listed = await list_server_tools(connection)
+        tools = build_tools(
+            connection, listed, allowed=allowed, interceptor=interceptor, trust=checked_trust
+        )
+    except BaseException:
+        await asyncio.to_thread(connection.close)
+        raise
+    return McpTools(tools, connection)
 
 
 def mcp_stdio_tools_sync(
@@ -157,7 +172,7 @@ def mcp_stdio_tools_sync(
     env: Mapping[str, str] | None = None,
     interceptor: Interceptor | None = None,
     trust: Trust = "untrusted",
-) -> list[Tool]:
+) -> McpTools:
     """`mcp_stdio_tools` for synchronous code (see `mcp_tools_sync`)."""
     _not_on_a_loop("mcp_stdio_tools_sync", "mcp_stdio_tools")
     return asyncio.run(

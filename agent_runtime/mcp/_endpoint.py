@@ -10,6 +10,18 @@ from typing import Any
 from agent_runtime.mcp._sdk import require_sdk
 
 
+async def all_tools(client: Any) -> list[Any]:
+    """Every tool an open `mcp.Client` lists, all pages."""
+    listed: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        listed.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return listed
+
+
 @dataclass(frozen=True)
 class HttpEndpoint:
     """A server reached over streamable HTTP at `url`, with extra request `headers`."""
@@ -35,6 +47,16 @@ class HttpEndpoint:
             transport = streamable_http_client(self.url, http_client=http)
             yield await stack.enter_async_context(sdk.Client(transport, cache=None))
 
+    async def list_tools(self) -> list[Any]:
+        """Every tool the server lists, over a session of its own."""
+        async with self.session() as client:
+            return await all_tools(client)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """One `tools/call` over a session of its own: the server's `CallToolResult`."""
+        async with self.session() as client:
+            return await client.call_tool(name, arguments)
+
 
 @dataclass(frozen=True)
 class StdioEndpoint:
@@ -59,6 +81,3 @@ class StdioEndpoint:
         )
         async with sdk.Client(params, cache=None) as client:
             yield client
-
-
-Endpoint = HttpEndpoint | StdioEndpoint

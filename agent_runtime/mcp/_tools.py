@@ -6,13 +6,12 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from agent_runtime.abort import AbortSignal
 from agent_runtime.mcp._convert import call_result
-from agent_runtime.mcp._endpoint import Endpoint
 from agent_runtime.mcp._sdk import require_sdk
 from agent_runtime.messages import ToolResult, Trust
 from agent_runtime.tools import Tool, ToolContext, ToolDefinitionError, error_result
@@ -48,6 +47,17 @@ change the result after, or answer without calling the server at all (to block a
 An exception it raises becomes the call's error result, like any tool's."""
 
 
+class Server(Protocol):
+    """Where calls go: a server reached per call (HTTP) or over a kept `Connection`."""
+
+    @property
+    def label(self) -> str: ...
+
+    async def list_tools(self) -> list[Any]: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any: ...
+
+
 class McpServerError(Exception):
     """Listing the tools of an MCP server failed: it could not be reached or answered with an
     error. `server` is its URL or command line; the message names it and the cause."""
@@ -57,29 +67,20 @@ class McpServerError(Exception):
         self.server = server
 
 
-async def list_server_tools(endpoint: Endpoint) -> list[Any]:
-    """Every tool the server lists (all pages), over one session closed before returning.
+async def list_server_tools(server: Server) -> list[Any]:
+    """Every tool the server lists (all pages).
 
     Raises:
         McpServerError: the server could not be reached or refused (the cause chained).
     """
-    listed: list[Any] = []
     try:
-        async with endpoint.session() as client:
-            cursor: str | None = None
-            while True:
-                page = await client.list_tools(cursor=cursor)
-                listed.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+        return await server.list_tools()
     except Exception as exc:
-        raise McpServerError(endpoint.label, _leaf(exc)) from exc
-    return listed
+        raise McpServerError(server.label, _leaf(exc)) from exc
 
 
 def build_tools(
-    endpoint: Endpoint,
+    server: Server,
     listed: list[Any],
     *,
     allowed: Collection[str] | None,
@@ -103,7 +104,7 @@ def build_tools(
         if unknown:
             available = ", ".join(sorted(by_name)) or "(none)"
             raise ValueError(
-                f"MCP server {endpoint.label} has no tool named "
+                f"MCP server {server.label} has no tool named "
                 f"{', '.join(repr(n) for n in unknown)} (it lists: {available})"
             )
         listed = [spec for spec in listed if spec.name in set(allowed)]
@@ -113,11 +114,11 @@ def build_tools(
         name = agent_name(spec.name)
         if name in seen:
             raise ValueError(
-                f"MCP server {endpoint.label}: tools {seen[name]!r} and {spec.name!r} "
+                f"MCP server {server.label}: tools {seen[name]!r} and {spec.name!r} "
                 f"both become the tool name {name!r}; pass allowed= to pick one"
             )
         seen[name] = spec.name
-        tools.append(_tool(endpoint, spec, name, interceptor, trust))
+        tools.append(_tool(server, spec, name, interceptor, trust))
     return tools
 
 
@@ -131,16 +132,16 @@ def agent_name(server_name: str) -> str:
 
 
 def _tool(
-    endpoint: Endpoint, spec: Any, name: str, interceptor: Interceptor | None, trust: Trust
+    server: Server, spec: Any, name: str, interceptor: Interceptor | None, trust: Trust
 ) -> Tool:
     annotations = getattr(spec, "annotations", None)
     read_only = getattr(annotations, "read_only_hint", None) is True
 
     async def send(call: McpCall) -> ToolResult:
-        return await _send(endpoint, call, trust)
+        return await _send(server, call, trust)
 
     async def execute(arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        call = McpCall(endpoint.label, spec.name, dict(arguments), ctx)
+        call = McpCall(server.label, spec.name, dict(arguments), ctx)
         work = interceptor(call, send) if interceptor is not None else send(call)
         return await _abortable(work, ctx, spec.name)
 
@@ -154,33 +155,32 @@ def _tool(
     )
 
 
-async def _send(endpoint: Endpoint, call: McpCall, trust: Trust) -> ToolResult:
-    """One `tools/call` over a session of its own; every failure is an error result."""
+async def _send(server: Server, call: McpCall, trust: Trust) -> ToolResult:
+    """One `tools/call`; every failure is an error result."""
     sdk = require_sdk()
     try:
-        async with endpoint.session() as client:
-            result = await client.call_tool(call.tool, dict(call.arguments))
+        result = await server.call_tool(call.tool, dict(call.arguments))
     except Exception as exc:
         leaf = _leaf(exc)
-        if isinstance(leaf, sdk.MCPError):
+        if isinstance(leaf, sdk.MCPError) and leaf.code != sdk.types.CONNECTION_CLOSED:
             return error_result(
-                f"MCP server {endpoint.label} returned an error for {call.tool}: "
+                f"MCP server {server.label} returned an error for {call.tool}: "
                 f"{leaf.message} (code {leaf.code})",
                 outcome="mcp_protocol_error",
                 code=leaf.code,
-                mcp_server=endpoint.label,
+                mcp_server=server.label,
                 mcp_tool=call.tool,
             )
-        log.info("mcp.call.failed", server=endpoint.label, tool=call.tool, exc_info=exc)
+        log.info("mcp.call.failed", server=server.label, tool=call.tool, exc_info=exc)
         kind = type(leaf).__name__
         return error_result(
-            f"MCP server {endpoint.label} could not be reached for {call.tool}: {_describe(leaf)}",
+            f"MCP server {server.label} could not be reached for {call.tool}: {_describe(leaf)}",
             outcome="mcp_unavailable",
             exception=kind,
-            mcp_server=endpoint.label,
+            mcp_server=server.label,
             mcp_tool=call.tool,
         )
-    return call_result(endpoint.label, call.tool, result, trust)
+    return call_result(server.label, call.tool, result, trust)
 
 
 async def _abortable(work: Awaitable[ToolResult], ctx: ToolContext, tool: str) -> ToolResult:

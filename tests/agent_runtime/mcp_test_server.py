@@ -10,6 +10,7 @@ a test can see that a client's abort reached the server.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,16 @@ def build(marks: Path) -> MCPServer:
         """The value of request header `name` (HTTP only)."""
         request: Any = ctx.request_context.request
         return str(request.headers.get(name, "<absent>")) if request is not None else "<stdio>"
+
+    @server.tool()
+    def pid() -> int:
+        """This server's process id."""
+        return os.getpid()
+
+    @server.tool()
+    def crash() -> str:
+        """Ends the server process at once."""
+        os._exit(3)
 
     @server.tool()
     async def slow(seconds: float) -> str:

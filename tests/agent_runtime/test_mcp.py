@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import socket
 import subprocess
 import sys
@@ -116,7 +117,7 @@ def by_name(tools: list[Tool]) -> dict[str, Tool]:
 
 def test_the_servers_tools_come_with_its_schemas_and_descriptions(server: HttpServer) -> None:
     tools = by_name(asyncio.run(mcp_tools(server.url)))
-    assert set(tools) == {"add", "fail", "dotted_name", "header", "slow"}
+    assert set(tools) == {"add", "crash", "fail", "dotted_name", "header", "pid", "slow"}
     add = tools["add"]
     assert add.description == "Add two integers."
     assert add.parameters["properties"].keys() == {"a", "b"}
@@ -144,7 +145,9 @@ def test_the_allow_list_offers_only_the_named_tools(server: HttpServer) -> None:
 
 
 def test_an_unknown_allowed_name_is_an_error_naming_it(server: HttpServer) -> None:
-    with pytest.raises(ValueError, match=r"no tool named 'sbutract'.*it lists: add, dotted.name"):
+    with pytest.raises(
+        ValueError, match=r"no tool named 'sbutract' \(it lists: add, crash, dotted.name, fail"
+    ):
         mcp_tools_sync(server.url, allowed=["add", "sbutract"])
     with pytest.raises(TypeError, match="not the string"):
         mcp_tools_sync(server.url, allowed="add")
@@ -259,17 +262,80 @@ def test_aborting_a_run_cancels_its_mcp_call(server: HttpServer, runtime: Runtim
     wait_until(lambda: (server.marks / "cancelled").exists(), 60, what="the server's cancellation")
 
 
+def stdio_args(marks: Path) -> list[str]:
+    return [str(SERVER), "stdio", str(marks)]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_stdio_tools_call_a_server_started_as_a_subprocess(tmp_path: Path) -> None:
-    tools = mcp_stdio_tools_sync(
-        sys.executable, [str(SERVER), "stdio", str(tmp_path)], allowed=["add", "header"]
-    )
-    assert sorted(t.name for t in tools) == ["add", "header"]
-    assert text(call(tools, "add", a=3, b=4)) == "7"
-    assert text(call(tools, "header", name="x")) == "<stdio>"
+    with mcp_stdio_tools_sync(
+        sys.executable, stdio_args(tmp_path), allowed=["add", "header", "pid"]
+    ) as tools:
+        assert sorted(t.name for t in tools) == ["add", "header", "pid"]
+        assert text(call(tools, "add", a=3, b=4)) == "7"
+        assert text(call(tools, "header", name="x")) == "<stdio>"
     with pytest.raises(ValueError, match="no tool named 'nope'"):
-        asyncio.run(
-            mcp_stdio_tools(sys.executable, [str(SERVER), "stdio", str(tmp_path)], allowed=["nope"])
-        )
+        asyncio.run(mcp_stdio_tools(sys.executable, stdio_args(tmp_path), allowed=["nope"]))
+
+
+def test_one_stdio_server_serves_every_call_until_closed(tmp_path: Path) -> None:
+    tools = mcp_stdio_tools_sync(sys.executable, stdio_args(tmp_path))
+    try:
+        first = int(text(call(tools, "pid")))
+        assert int(text(call(tools, "pid"))) == first  # from another event loop, too
+        assert alive(first)
+    finally:
+        tools.close()
+    wait_until(lambda: not alive(first), 30, what="the server process to stop")
+    after = call(tools, "pid")
+    assert after.is_error and "closed" in text(after)
+    tools.close()  # idempotent
+
+
+def test_a_stdio_server_that_exits_fails_its_call_and_the_next_call_restarts_it(
+    tmp_path: Path,
+) -> None:
+    with mcp_stdio_tools_sync(sys.executable, stdio_args(tmp_path)) as tools:
+        first = int(text(call(tools, "pid")))
+        crashed = call(tools, "crash")
+        assert crashed.is_error
+        assert crashed.details is not None and crashed.details["outcome"] == "mcp_unavailable"
+        wait_until(lambda: not alive(first), 30, what="the crashed server to be gone")
+        second = int(text(call(tools, "pid")))
+        assert second != first
+
+
+def test_closing_stdio_tools_ends_a_call_in_flight_with_an_error_result(tmp_path: Path) -> None:
+    tools = mcp_stdio_tools_sync(sys.executable, stdio_args(tmp_path))
+    results: list[ToolResult] = []
+    caller = threading.Thread(target=lambda: results.append(call(tools, "slow", seconds=600)))
+    caller.start()
+    try:
+        wait_until(lambda: (tmp_path / "started").exists(), 60, what="the call to start")
+    finally:
+        tools.close()
+    caller.join(60)
+    assert not caller.is_alive()
+    (result,) = results
+    assert result.is_error
+
+
+def test_stdio_tools_close_asynchronously(tmp_path: Path) -> None:
+    async def use() -> int:
+        async with await mcp_stdio_tools(sys.executable, stdio_args(tmp_path)) as tools:
+            request = ToolCall(id="c1", name="pid")
+            result = await execute_tool_call(request, tools, ToolContext("c1", "pid"))
+            return int(text(result))
+
+    pid = asyncio.run(use())
+    wait_until(lambda: not alive(pid), 30, what="the server process to stop")
 
 
 def test_a_stdio_command_that_does_not_start_is_a_listing_error(tmp_path: Path) -> None:
