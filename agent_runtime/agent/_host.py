@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from agent_runtime._counters import RuntimeCounters
+from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortTable
 from agent_runtime.config import RuntimeConfig
+from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import LoopHost
 from agent_runtime.memory import SessionMemory, SessionWriter
 from agent_runtime.registry import AgentRegistry
@@ -45,4 +47,8 @@ class AgentHost(LoopHost, Protocol):
 
     def stop_agent(self, agent: Any) -> bool:
         """Stop `agent` (an Agent) and its subagents."""
+        ...
+
+    def model_for_run(self, key: AgentKey, model: ChatModel) -> ChatModel:
+        """The model a run of the agent under `key` starts with (`model` unless overridden)."""
         ...

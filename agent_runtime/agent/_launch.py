@@ -34,6 +34,7 @@ def launch_run(
         RuntimeError: the event loop is gone (the runtime stopped).
     """
     host = shell.host
+    model = host.model_for_run(shell.key, model)  # Runtime.override_model, for tests
     tell = teller(actor)
     config = _loop_config(shell, view, model, trace_links, tell)
     if prompts is None:

@@ -9,7 +9,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
@@ -25,10 +25,12 @@ from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.abort import AbortSignal, AbortTable
 from agent_runtime.agent import Agent
 from agent_runtime.config import RuntimeConfig, load_config
+from agent_runtime.llm.base import ChatModel
 from agent_runtime.memory import SessionMemory, SessionWriter, open_session_memory
 from agent_runtime.registry import AgentRegistry
 from agent_runtime.runtime._holder import TableOwner
 from agent_runtime.runtime._introspection import Introspection, RuntimeStats, RuntimeTree
+from agent_runtime.runtime._model_overrides import ModelOverrides
 from agent_runtime.runtime._status_socket import StatusSocket
 from agent_runtime.runtime._subagents import Subagents
 from agent_runtime.telemetry import configure_logging as configure_structlog
@@ -115,6 +117,7 @@ class Runtime:
         self.memory: SessionMemory = open_session_memory(config)  # with its compaction trigger
         self.memory_writer = SessionWriter(self.memory, name=f"{name}.session-writer")
         self.subagents = Subagents(self, lambda: self.subagents_supervisor)
+        self._model_overrides = ModelOverrides()
         # One thread for astart_agent: starts are serialised by the subagents' supervisor
         # anyway, and more threads would only contend with the host's loop for the GIL.
         self._starter = ThreadPoolExecutor(1, thread_name_prefix=f"{name}.starter")
@@ -318,6 +321,30 @@ class Runtime:
     def stop_agent(self, agent: Agent) -> bool:
         """Stop `agent` and its spawned subagents (same as `runtime.subagents.stop`)."""
         return self.subagents.stop(agent)
+
+    @contextlib.contextmanager
+    def override_model(self, agent_or_role: Agent | str, model: ChatModel) -> Iterator[None]:
+        """For tests: inside the block, `agent_or_role` runs with `model` instead of its own.
+
+        `agent_or_role` is an Agent (the agent under its key) or a role name (every agent of
+        that role, also ones started inside the block). Each run started inside the block
+        uses `model` from its first call to its end; a run started after the block (also
+        after an exception) uses the agent's own model again, as it is then (a `set_model`
+        inside the block counts). Nested overrides restore in order, the innermost matching
+        one wins; thread-safe. The agents' `state().model` stays their own model.
+
+        Raises:
+            TypeError: `agent_or_role` is neither an Agent nor a str, or `model` is not a
+                ChatModel instance (each named).
+            ValueError: an empty role.
+        """
+        with self._model_overrides.override(agent_or_role, model):
+            yield
+
+    def model_for_run(self, key: AgentKey, model: ChatModel) -> ChatModel:
+        """The model a run of the agent under `key` starts with (`model`, its own, unless
+        `override_model` says otherwise)."""
+        return self._model_overrides.model_for_run(key, model)
 
     # -- the loop host (agent_runtime.loop.LoopHost) -----------------------------------------
 

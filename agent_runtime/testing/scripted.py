@@ -202,21 +202,29 @@ class ScriptedModel(BaseChatModel):
             self._next += 1
             return turn
 
-    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
-        turn = self._take(request)
-        if turn.delay:
-            await asyncio.sleep(turn.delay)
-        first = True
-        for chunk in turn.deltas(request):
-            if isinstance(chunk, UsageDelta) and turn.error is not None:
-                continue  # a failed turn reports no usage
-            if isinstance(chunk, TextDelta) and not first and turn.chunk_delay:
-                await asyncio.sleep(turn.chunk_delay)
-            first = first and not isinstance(chunk, TextDelta)
-            yield chunk
-        if turn.error is not None:
-            raise turn.error
-        yield FinishDelta(reason=turn.final_stop_reason())
+    def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+        # Called at the stream's first step (BaseChatModel), so the turn is taken then.
+        return play_turn(self._take(request), request)
+
+
+async def play_turn(turn: ScriptedTurn, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+    """`turn` as a model's stream: its delays, its chunks, then its error or its finish.
+
+    What `ScriptedModel` and `FunctionModel` stream for a turn; a failed turn reports no usage.
+    """
+    if turn.delay:
+        await asyncio.sleep(turn.delay)
+    first = True
+    for chunk in turn.deltas(request):
+        if isinstance(chunk, UsageDelta) and turn.error is not None:
+            continue  # a failed turn reports no usage
+        if isinstance(chunk, TextDelta) and not first and turn.chunk_delay:
+            await asyncio.sleep(turn.chunk_delay)
+        first = first and not isinstance(chunk, TextDelta)
+        yield chunk
+    if turn.error is not None:
+        raise turn.error
+    yield FinishDelta(reason=turn.final_stop_reason())
 
 
 class ScriptExhausted(LLMError):
