@@ -88,6 +88,37 @@ def run_failed(reason: str, partial: Any = None) -> RunFailed:
     )
 
 
+class InvalidOutput(AgentRuntimeError):
+    """A model's answer did not validate as the type asked for: the base of the LLM layer's
+    `StructuredOutputError` and of a run's `OutputValidationError`, so one `except` takes both.
+
+    Attributes:
+        raw: the text the model returned (a tool call's arguments as JSON).
+        errors: pydantic's validation errors (`loc`, `msg`, `type`, `input`).
+    """
+
+    raw: str
+    errors: list[Any]
+
+
+class OutputValidationError(RunFailed, InvalidOutput):
+    """A run's answer did not validate as its `output_type`, also after `output_retries`
+    more attempts in which the model was told what failed. The run's terminal was
+    `Error(reason="output_invalid: ...")`.
+
+    Attributes:
+        reason: the error reason (starts with `output_invalid:`).
+        raw: the last answer's text (a tool call's arguments as JSON).
+        errors: pydantic's validation errors of that answer.
+        partial: the last answer (an `AssistantMessage`), if known.
+    """
+
+    def __init__(self, reason: str, *, raw: str, errors: list[Any], partial: Any = None) -> None:
+        super().__init__(reason, partial)
+        self.raw = raw
+        self.errors = errors
+
+
 class RunCanceled(AgentRuntimeError):
     """A run ended with a `Canceled` terminal.
 

@@ -186,11 +186,17 @@ class AgentActor(SupervisedActor):
 
     # -- runs -------------------------------------------------------------------------------------
 
-    def _on_start_run(self, prompts: list[Message] | None, trace_links: Sequence[Any]) -> RunView:
-        return self._start_run(prompts, None, trace_links)
+    def _on_start_run(
+        self, prompts: list[Message] | None, trace_links: Sequence[Any], output: Any = None
+    ) -> RunView:
+        return self._start_run(prompts, None, trace_links, output)
 
     def _start_run(
-        self, prompts: list[Message] | None, system_prompt: str | None, trace_links: Sequence[Any]
+        self,
+        prompts: list[Message] | None,
+        system_prompt: str | None,
+        trace_links: Sequence[Any],
+        output: Any = None,
     ) -> RunView:
         if self.shell.stopped or self.host.stopping:
             raise AgentStopped(self.key)
@@ -229,7 +235,9 @@ class AgentActor(SupervisedActor):
             transcript=self.transcript.copy(),  # the run takes it over
         )
         try:
-            launch_run(self.shell, self.actor_ref, view, prompts, context, self.model, trace_links)
+            launch_run(
+                self.shell, self.actor_ref, view, prompts, context, self.model, trace_links, output
+            )
         except RuntimeError as exc:  # the event loop is gone (the runtime stopped)
             self._unstart(view)
             raise AgentStopped(self.key) from exc

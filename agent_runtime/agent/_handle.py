@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, cast, get_args
 
 import pykka
@@ -22,10 +22,13 @@ from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import OverflowPolicy, Subscription
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.base import ChatModel
+from agent_runtime.loop._output import OutputSpec
 from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
 from agent_runtime.templates import Template
 from agent_runtime.tools import Tool
+
+OnFailure = Callable[[Exception], Any]
 
 
 class _Int(int):
@@ -91,15 +94,36 @@ class Agent:
 
     # -- runs -------------------------------------------------------------------------------------
 
-    def _start(self, input: str | Message | Sequence[Message] | None) -> RunView:
+    def _start(
+        self, input: str | Message | Sequence[Message] | None, output: OutputSpec | None = None
+    ) -> RunView:
         prompts = None if input is None else as_messages(input)
-        view: RunView = self._calls.call("start_run", prompts, current_links())
+        view: RunView = self._calls.call("start_run", prompts, current_links(), output)
         return view
 
-    async def _astart(self, input: str | Message | Sequence[Message] | None) -> RunView:
+    async def _astart(
+        self, input: str | Message | Sequence[Message] | None, output: OutputSpec | None = None
+    ) -> RunView:
         prompts = None if input is None else as_messages(input)
-        view: RunView = await self._calls.acall("start_run", prompts, current_links())
+        view: RunView = await self._calls.acall("start_run", prompts, current_links(), output)
         return view
+
+    def _output(
+        self, output_type: Any, output_retries: int | None, on_failure: OnFailure | None
+    ) -> tuple[OutputSpec | None, OnFailure | None]:
+        """This run's typed output and fallback: each given value, else the agent's default."""
+        options = self._shell.options
+        if on_failure is not None and not callable(on_failure):
+            raise TypeError(
+                "on_failure must be a callable taking the run's exception and returning the "
+                f"fallback output, not {type(on_failure).__name__}"
+            )
+        kind = output_type if output_type is not None else options.output_type
+        if output_retries is not None and kind is None:
+            raise ValueError("output_retries needs an output_type (of the run or the agent)")
+        retries = output_retries if output_retries is not None else options.output_retries
+        spec = None if kind is None else OutputSpec.of(kind, retries)
+        return spec, on_failure if on_failure is not None else options.on_failure
 
     def prompt(self, input: str | Message | Sequence[Message]) -> str:
         """Start a run with `input`; returns its run id at once.
@@ -182,36 +206,69 @@ class Agent:
                 raise TimeoutError(f"agent {tuple(self.key)!r} still running after {timeout}s")
 
     def run(
-        self, input: str | Message | Sequence[Message], timeout: float | None = None
+        self,
+        input: str | Message | Sequence[Message],
+        timeout: float | None = None,
+        *,
+        output_type: Any = None,
+        output_retries: int | None = None,
+        on_failure: OnFailure | None = None,
     ) -> RunResult:
         """Prompt and wait for the run's end.
 
+        With an `output_type` (this run's, else the agent's from `start_agent`), a pydantic
+        model or any type a `TypeAdapter` takes, `RunResult.output` is the final answer
+        validated as that type: asked for in the provider's structured mode where the model
+        has one, else as a forced `final_result` tool call (a model with tools) or as JSON by
+        instruction; a text answer that is valid JSON of the type is accepted in every mode.
+        An invalid answer is told what failed and asked again, `output_retries` times
+        (default: the agent's, 1), before `OutputValidationError` (`raw`, `errors`).
+        `on_failure(exception)`, when given (or the agent's), turns a `RunFailed` (that one
+        included, not a cancellation) into a result whose `output` is what it returned
+        (its `stop_reason` is `"error"`, its `text` and `usage` the failed answer's, its
+        `new_messages` empty: the history keeps them); an exception it raises propagates.
+        None of these given and none set on the agent: `RunResult.output` is None.
+
         Raises:
             AgentBusy: a run is in progress.
+            OutputValidationError: the answer did not validate as `output_type`.
             RunFailed: the run ended with an error (`reason`, `partial`).
             RunCanceled: the run was aborted (`reason`).
             TimeoutError: it did not end within `timeout` (the run goes on).
             RuntimeError: called on the runtime's event-loop thread (use `arun`).
+            TypeError: `output_type` is not a type pydantic can validate, or `on_failure`
+                is not callable.
+            ValueError: `output_retries` is not an int >= 0, or is given without any
+                `output_type`.
         """
         self._calls.refuse_on_loop("Agent.run()", "`await agent.arun(...)`")
-        view = self._start(input)
+        output, fallback = self._output(output_type, output_retries, on_failure)
+        view = self._start(input, output)
         try:
             terminal = view.outcome.result(timeout)
         except concurrent.futures.TimeoutError:
             raise TimeoutError(f"run {view.run_id} did not end within {timeout}s") from None
-        return run_result(view.run_id, terminal)
+        return run_result(view.run_id, terminal, output, fallback)
 
     async def arun(
-        self, input: str | Message | Sequence[Message], timeout: float | None = None
+        self,
+        input: str | Message | Sequence[Message],
+        timeout: float | None = None,
+        *,
+        output_type: Any = None,
+        output_retries: int | None = None,
+        on_failure: OnFailure | None = None,
     ) -> RunResult:
-        """`run` for asyncio callers: waiting never blocks the event loop."""
-        view = await self._astart(input)
+        """`run` for asyncio callers (typed output included): waiting never blocks the
+        event loop."""
+        output, fallback = self._output(output_type, output_retries, on_failure)
+        view = await self._astart(input, output)
         outcome = asyncio.shield(asyncio.wrap_future(view.outcome))
         try:
             terminal = await asyncio.wait_for(outcome, timeout)
         except TimeoutError:
             raise TimeoutError(f"run {view.run_id} did not end within {timeout}s") from None
-        return run_result(view.run_id, terminal)
+        return run_result(view.run_id, terminal, output, fallback)
 
     async def await_idle(self, timeout: float | None = None) -> None:
         """`wait_for_idle` for asyncio callers: waiting never blocks the event loop.

@@ -16,6 +16,7 @@ from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import AgentContext, LoopConfig
 from agent_runtime.loop import continue_run as loop_continue_run
 from agent_runtime.loop import run as loop_run
+from agent_runtime.loop._output import OutputSpec
 from agent_runtime.messages import Message
 
 
@@ -27,8 +28,11 @@ def launch_run(
     context: AgentContext,
     model: ChatModel,
     trace_links: Sequence[Any],
+    output: OutputSpec | None = None,
 ) -> None:
     """Submit the run's driver, which iterates its loop, to the event loop; never waits.
+
+    `output` is this run's typed output; None takes the agent's default (`options.output`).
 
     Raises:
         RuntimeError: the event loop is gone (the runtime stopped).
@@ -37,6 +41,8 @@ def launch_run(
     model = host.model_for_run(shell.key, model)  # Runtime.override_model, for tests
     tell = teller(actor)
     config = _loop_config(shell, view, model, trace_links, tell)
+    if output is not None:
+        config = config.model_copy(update={"output": output})
     if prompts is None:
         events = loop_continue_run(context, config, view.signal)
     else:
@@ -99,6 +105,7 @@ def _settings(shell: AgentShell, model: ChatModel) -> LoopConfig:
         runtime=shell.host,
         run_sync=shell.host.run_sync,
         guardrails=options.guardrails or (),
+        output=options.output,
     )
     shell.loop_settings = (options, model, config)
     return config

@@ -12,6 +12,7 @@ from agent_runtime.guardrails._base import Guardrail, validated
 from agent_runtime.guardrails._spec import instantiate
 from agent_runtime.llm.base import BaseChatModel, ChatModel
 from agent_runtime.llm.factory import from_config
+from agent_runtime.loop._output import OutputSpec
 from agent_runtime.loop.types import RetryPolicy
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.templates import Template
@@ -48,6 +49,13 @@ class AgentOptions(BaseModel):
     `guardrails` (Guardrail instances) check the agent's runs (`agent_runtime.Guardrail`);
     without them `build` takes the role's `[guardrails.ROLE] use` of the config, each class
     created anew for the agent (`configured_guardrails`); `guardrails=[]` turns them off.
+
+    Typed output: with `output_type` (a pydantic model, or any type a `TypeAdapter` takes)
+    every run's answer is asked for in the model's structured mode (or a forced
+    `final_result` tool call, or JSON by instruction) and validated; an invalid one is told
+    what failed and asked again `output_retries` times (default 1), then the run fails with
+    `OutputValidationError`, unless `on_failure(exception)` maps the failure to a fallback
+    output. `run`/`arun` take the same three per run.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -73,6 +81,10 @@ class AgentOptions(BaseModel):
     # A `loop.types.MessagesTransform`, checked by `_check_context_transform` (callable).
     context_transform: Callable[..., Any] | None = None
     guardrails: tuple[Guardrail, ...] | None = None
+    # Typed output (the default of every run; `run`/`arun` may override each): see `output`.
+    output_type: Any = None
+    output_retries: int = Field(1, ge=0, strict=True)
+    on_failure: Callable[[Exception], Any] | None = None
 
     @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
     @classmethod
@@ -156,6 +168,29 @@ class AgentOptions(BaseModel):
         if isinstance(value, str | bytes | Guardrail) or not hasattr(value, "__iter__"):
             raise TypeError(f"guardrails must be a list of Guardrails, not {type(value).__name__}")
         return tuple(validated(g) for g in value)
+
+    @field_validator("on_failure", mode="plain")
+    @classmethod
+    def _check_on_failure(cls, value: object) -> object:
+        if value is not None and not callable(value):
+            raise TypeError(
+                "on_failure must be a callable taking the run's exception and returning the "
+                f"fallback output, not {type(value).__name__}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_output_type(self) -> AgentOptions:
+        if self.output_type is not None:
+            OutputSpec.of(self.output_type, self.output_retries)  # TypeError names the type
+        return self
+
+    @property
+    def output(self) -> OutputSpec | None:
+        """The agent's default typed output (`output_type` with `output_retries`), or None."""
+        if self.output_type is None:
+            return None
+        return OutputSpec.of(self.output_type, self.output_retries)
 
     @model_validator(mode="after")
     def _check_tool_choice(self) -> AgentOptions:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_runtime._errors import RunCanceled, run_failed
+from agent_runtime._errors import OutputValidationError, RunCanceled, RunFailed, run_failed
 from agent_runtime._key import AgentKey
 from agent_runtime.config import QueueMode
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.types import ModelInfo, ToolSpec
+from agent_runtime.loop._output import OutputSpec
 from agent_runtime.messages import AssistantMessage, Message, StopReason, Usage
 
 
@@ -42,6 +46,9 @@ class RunResult(BaseModel):
     database, a full disk). The result stands either way: the agent's own history holds
     every new message, but other agents of the session and a restarted agent will not see
     the turns that failed.
+
+    `output` is the run's typed output, validated as the `output_type` the run had (its own
+    or the agent's default), or what `on_failure` made of a failure; None without either.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -52,12 +59,52 @@ class RunResult(BaseModel):
     usage: Usage
     stop_reason: StopReason
     memory_error: str | None = None
+    output: Any = None
 
 
-def run_result(run_id: str, terminal: Event) -> RunResult:
-    """The RunResult of a finished run, or its failure raised (RunFailed, RunCanceled)."""
+def run_result(
+    run_id: str,
+    terminal: Event,
+    output: OutputSpec | None = None,
+    on_failure: Callable[[Exception], Any] | None = None,
+) -> RunResult:
+    """The RunResult of a finished run, or its failure raised (RunFailed, RunCanceled).
+
+    With `output`, the final answer is validated as its type into `RunResult.output`
+    (`OutputValidationError` if it is not); with `on_failure`, a failure (`RunFailed` and
+    its subclasses, not a cancellation) becomes a result whose `output` is what
+    `on_failure(exception)` returned (an exception it raises propagates).
+    """
+    try:
+        return _result(run_id, terminal, output)
+    except RunFailed as failure:
+        if on_failure is None:
+            raise
+        fallback = on_failure(failure)
+        partial = failure.partial if isinstance(failure.partial, AssistantMessage) else None
+        return RunResult(
+            run_id=run_id,
+            new_messages=[],
+            text=partial.text if partial is not None else "",
+            usage=partial.usage if partial is not None else Usage(),
+            stop_reason="error",
+            output=fallback,
+        )
+
+
+def _result(run_id: str, terminal: Event, output: OutputSpec | None) -> RunResult:
     if isinstance(terminal, Error):
-        raise run_failed(terminal.reason, terminal.partial)
+        partial = terminal.partial
+        if (
+            output is not None
+            and terminal.reason.startswith("output_invalid:")
+            and isinstance(partial, AssistantMessage)
+        ):
+            parsed = output.parse(partial)
+            raise OutputValidationError(
+                terminal.reason, raw=parsed.raw, errors=parsed.errors, partial=partial
+            )
+        raise run_failed(terminal.reason, partial)
     if isinstance(terminal, Canceled):
         raise RunCanceled(terminal.reason)
     assert isinstance(terminal, AgentEnd)
@@ -66,6 +113,17 @@ def run_result(run_id: str, terminal: Event) -> RunResult:
     for reply in replies:
         usage = usage + reply.usage
     last = replies[-1] if replies else None
+    value = None
+    if output is not None:
+        parsed = output.parse(last if last is not None else AssistantMessage())
+        if not parsed.ok:
+            raise OutputValidationError(
+                f"output_invalid: the final answer is not a valid {output.name}",
+                raw=parsed.raw,
+                errors=parsed.errors,
+                partial=last,
+            )
+        value = parsed.value
     return RunResult(
         run_id=run_id,
         new_messages=list(terminal.new_messages),
@@ -73,4 +131,5 @@ def run_result(run_id: str, terminal: Event) -> RunResult:
         usage=usage,
         stop_reason=last.stop_reason if last else "stop",
         memory_error=terminal.memory_error,
+        output=value,
     )

@@ -10,6 +10,7 @@ from agent_runtime.llm._config_changes import (
     UpdateProfile,
 )
 from agent_runtime.llm._directory import ModelDirectory
+from agent_runtime.llm._embeddings import BaseEmbeddingModel, EmbeddingModel, EmbeddingTask
 from agent_runtime.llm._provider_config import (
     ConcurrentConfigEdit,
     ConfigPreview,
@@ -44,8 +45,13 @@ from agent_runtime.llm.middleware import (
     RetryingModel,
     SwitchableModel,
 )
+from agent_runtime.llm.middleware.embeddings import (
+    ObservableEmbeddingModel,
+    RetryingEmbeddingModel,
+)
 from agent_runtime.llm.providers.anthropic import AnthropicModel, anthropic
 from agent_runtime.llm.providers.gemini import GeminiModel, gemini
+from agent_runtime.llm.providers.gemini_embeddings import GeminiEmbeddings, gemini_embeddings
 from agent_runtime.llm.providers.openai import (
     OpenAICompatibleModel,
     deepseek,
@@ -57,6 +63,10 @@ from agent_runtime.llm.providers.openai import (
     openai_compatible,
     openrouter,
     together,
+)
+from agent_runtime.llm.providers.openai_embeddings import (
+    OpenAICompatibleEmbeddings,
+    openai_compatible_embeddings,
 )
 from agent_runtime.llm.structured import generate_structured
 from agent_runtime.llm.types import (
@@ -131,6 +141,16 @@ __all__ = [
     "ToolSpec",
     "TruncatedResponseError",
     "UsageDelta",
+    # embeddings
+    "BaseEmbeddingModel",
+    "EmbeddingModel",
+    "EmbeddingTask",
+    "GeminiEmbeddings",
+    "ObservableEmbeddingModel",
+    "OpenAICompatibleEmbeddings",
+    "RetryingEmbeddingModel",
+    "gemini_embeddings",
+    "openai_compatible_embeddings",
     # editing the provider profiles and fallback pools of the config file
     "AddPoolMember",
     "AddProfile",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from agent_runtime._errors import AgentRuntimeError
+from agent_runtime._errors import AgentRuntimeError, InvalidOutput
 
 
 class LLMError(AgentRuntimeError):
@@ -152,8 +152,9 @@ class CapabilityNotSupportedError(LLMError):
     default_code = "capability_not_supported"
 
 
-class StructuredOutputError(LLMError):
-    """A structured answer did not validate against the requested type.
+class StructuredOutputError(LLMError, InvalidOutput):
+    """A structured answer did not validate against the requested type (an `InvalidOutput`,
+    as a run's `OutputValidationError` is).
 
     Attributes:
         errors: pydantic's validation errors.

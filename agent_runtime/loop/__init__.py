@@ -2,6 +2,7 @@
 checks. `run` is an async generator of events with no hidden state; `stream` runs it on a
 runtime's event loop into a bounded EventStream."""
 
+from agent_runtime.loop._output import OUTPUT_TOOL, OutputSpec
 from agent_runtime.loop._run import continue_run, run
 from agent_runtime.loop._stream import stream, stream_continue
 from agent_runtime.loop._transcript import TranscriptState, validate_transcript
@@ -11,6 +12,8 @@ __all__ = [
     "AgentContext",
     "LoopConfig",
     "LoopHost",
+    "OUTPUT_TOOL",
+    "OutputSpec",
     "RetryPolicy",
     "TranscriptState",
     "continue_run",

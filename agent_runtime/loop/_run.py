@@ -25,6 +25,7 @@ from agent_runtime.events import (
 )
 from agent_runtime.guardrails._runner import GuardrailRunner
 from agent_runtime.loop._batch import ToolBatch
+from agent_runtime.loop._output import OutputTurns
 from agent_runtime.loop._trace import RunTrace
 from agent_runtime.loop._transcript import TranscriptState
 from agent_runtime.loop._turn import TurnOutcome, build_request, stream_turn
@@ -75,6 +76,8 @@ class _Run:
         self.tool_turns = 0
         self.pending: list[Message] = []  # taken from a getter, not yet delivered
         self.pending_are_follow_ups = False
+        self.output = OutputTurns(config.output) if config.output is not None else None
+        self.feedback: list[Message] = []  # what the output check tells the model next turn
         key = config.agent
         info = config.model.info
         run_id = config.run_id or new_run_id()
@@ -182,6 +185,10 @@ class _Run:
                     first_turn = False
                     for event in self.deliver_pending():
                         yield event
+                    for message in self.feedback:
+                        for event in self.commit(message):
+                            yield event
+                    self.feedback = []
                     outcome = TurnOutcome()
                     if self.config.get_system_prompt is not None:
                         self.system_prompt = self.config.get_system_prompt()
@@ -192,6 +199,8 @@ class _Run:
                         reason = "invalid_transcript: " + "; ".join(violations)
                         yield self.stamp(Error, reason=reason)
                         return
+                    if self.output is not None:
+                        request = self.output.spec.prepare(request, self.config.model.info)
                     turn = stream_turn(
                         request,
                         self.config,
@@ -225,6 +234,18 @@ class _Run:
                     self.new_messages.append(message)
                     yield self.stamp(MessageEnd, message=message)
                     calls = message.tool_calls
+                    step = None if self.output is None else self.output_step(message)
+                    if step is not None:
+                        for event in step[0]:
+                            yield event
+                        if step[1] == "fail":
+                            return
+                        if step[1] == "retry":
+                            continue
+                        self.pending = self.take_steering()
+                        if self.pending:
+                            continue
+                        break
                     if not calls:
                         yield self.stamp(TurnEnd, message=message, tool_results=[])
                         self.pending = self.take_steering()
@@ -293,6 +314,26 @@ class _Run:
             # Closed early (aclose, or an exception from a callback): nothing taken is lost.
             self.hand_back()
             self.trace.finish(None)
+
+    def output_step(self, message: AssistantMessage) -> tuple[list[Event], str] | None:
+        """The typed output's check of an answer: the events that end its turn and what comes
+        next (`ok`: as a final answer, `retry`: another call, `fail`: the run ended), or None
+        for an answer whose tool calls run as usual."""
+        assert self.output is not None
+        verdict, extra, reason = self.output.check(message)
+        if verdict == "tools":
+            return None
+        events: list[Event] = []
+        results = [m for m in extra if isinstance(m, ToolResultMessage)]
+        for result in results:
+            events.extend(self.commit(result))
+        events.append(self.stamp(TurnEnd, message=message, tool_results=results))
+        if verdict == "retry" and not results:
+            self.feedback = list(extra)
+        if verdict == "fail":
+            self.log.warning("loop.run.output_invalid", reason=reason)
+            events.append(self.stamp(Error, reason=reason, partial=message))
+        return events, verdict
 
     async def _stop_at_turn_limit(self) -> AsyncIterator[Event]:
         limit = self.config.max_tool_turns

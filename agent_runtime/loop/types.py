@@ -15,6 +15,7 @@ from agent_runtime.events import Event
 from agent_runtime.guardrails._base import Guardrail, validated
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.types import ReasoningLevel
+from agent_runtime.loop._output import OutputSpec
 from agent_runtime.loop._transcript import TranscriptState
 from agent_runtime.messages import Message
 from agent_runtime.tools import Tool
@@ -118,6 +119,9 @@ class LoopConfig(BaseModel):
     - `trace_links`: the span the run was started under, as an OpenTelemetry link (the
       agent passes the caller's current one): the run's `agent.run` span becomes its child,
       so a delegated subagent's run is a child of the tool span that started it.
+    - `output`: the run's typed output (`OutputSpec.of(type, retries)`): every model call asks
+      for it and an answer ending the run is validated; an invalid one is told what failed and
+      asked again `retries` times, then the run ends with `Error("output_invalid: ...")`.
     - `stream_max_queue` / `stream_overflow`: the bound of the EventStream `loop.stream`
       returns; None takes the host's `[event_stream]` config (a Runtime has one), else
       EventStream's own defaults (10000, "error").
@@ -161,6 +165,7 @@ class LoopConfig(BaseModel):
     spawner: Callable[..., Any] | None = None
     stream_max_queue: int | None = Field(None, ge=1)
     stream_overflow: OverflowPolicy | None = None
+    output: OutputSpec | None = None
     guardrails: tuple[Guardrail, ...] = ()
 
     @field_validator("guardrails", mode="plain")

@@ -35,6 +35,7 @@ from agent_runtime.testing._llama_cpp import NOT_FOUND, rejection, without_usage
 from agent_runtime.testing._sse import sse_frame
 from agent_runtime.testing._wire import WIRE_FORMATS, WireFormat
 from agent_runtime.testing._wire_anthropic import REQUEST_ID_HEADER as ANTHROPIC_REQUEST_ID
+from agent_runtime.testing._wire_embeddings import MockEmbeddings, embedding_format
 from agent_runtime.testing._wire_gemini import refusal as gemini_refusal
 from agent_runtime.testing.scripted import ScriptedTurn
 
@@ -129,6 +130,8 @@ class MockProviderServer:
         self.requests: list[RecordedRequest] = []
         self.disconnects: list[float] = []
         self.models: list[str] = ["m", "m-large"]
+        self.embeddings = MockEmbeddings()
+        """The embedding endpoints' state (vector size, queued failures): see `MockEmbeddings`."""
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -258,11 +261,20 @@ class _Handler(BaseHTTPRequestHandler):
             (w for w in WIRE_FORMATS.values() if w.matches(method, parts.path, headers)), None
         )
         self._request_id_header = _REQUEST_ID_HEADERS.get(wire.name if wire else "", "x-request-id")
+        embedding = None if wire else embedding_format(method, parts.path)
         self.mock._record(
             RecordedRequest(
-                method, parts.path, parse_qs(parts.query), headers, body, wire.name if wire else ""
+                method,
+                parts.path,
+                parse_qs(parts.query),
+                headers,
+                body,
+                wire.name if wire else embedding or "",
             )
         )
+        if embedding is not None:
+            self._send_json(*self.mock.embeddings.answer(embedding, parts.path, body))
+            return
         llama = self.mock.dialect == "llama_cpp"
         if wire is None:
             missing = {"error": {"message": f"no route for {method} {parts.path}"}}

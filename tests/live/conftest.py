@@ -18,6 +18,7 @@ from agent_runtime.config import RuntimeConfig
 from agent_runtime.llm import OpenAICompatibleModel, llama_cpp
 
 LIVE_URL = os.environ.get("LIVE_LLAMA_URL")
+EMBEDDING_URL = os.environ.get("LIVE_LLAMA_EMBEDDING_URL")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -55,6 +56,14 @@ def n_ctx() -> int:
 @pytest.fixture
 def model(base_url: str, served_model: str) -> OpenAICompatibleModel:
     return llama_cpp(served_model, base_url, request_timeout=120.0, idle_timeout=60.0)
+
+
+@pytest.fixture
+def embedding_url() -> str:
+    """The base URL (with /v1) of the same model served in embedding mode (`--embedding true`)."""
+    if not EMBEDDING_URL:
+        pytest.skip("no embedding server: tests/live/harness.py starts one")
+    return EMBEDDING_URL
 
 
 @pytest.fixture

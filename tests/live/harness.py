@@ -12,6 +12,9 @@ Standard library only, so it runs before anything is installed. What it guarante
   answers `/v1/models`, runs pytest on tests/live/ and stops that server by its PID whatever the
   tests did (SIGTERM, then SIGKILL after a grace period), also when this script is itself
   stopped by SIGTERM or SIGINT.
+- Beside them, for the whole run, a second server of the same model in embedding mode
+  (`--embedding true`: such a server does not chat), started and stopped by its PID the same
+  way; the tests find it in `LIVE_LLAMA_EMBEDDING_URL`.
 - Exit status 0 only when every mode passed.
 """
 
@@ -43,6 +46,9 @@ MODES: dict[str, list[str]] = {
     "chatml-function-calling": ["--chat_format", "chatml-function-calling"],
     "template": [],
 }
+# The embedding server: not a chat mode (tests/live/ does not run once per it), run beside them.
+EMBEDDING = "embedding"
+SERVER_ARGS: dict[str, list[str]] = {**MODES, EMBEDDING: ["--embedding", "true"]}
 N_CTX = 2048
 MODEL_ALIAS = "smollm2-135m-instruct"
 STARTUP_SECONDS = 120.0
@@ -173,7 +179,7 @@ def serve(
         MODEL_ALIAS,
         "--n_ctx",
         str(N_CTX),
-        *MODES[mode],
+        *SERVER_ARGS[mode],
     ]
     with open(log_path, "wb") as server_log:
         process = subprocess.Popen(command, stdout=server_log, stderr=subprocess.STDOUT)
@@ -192,12 +198,13 @@ def serve(
             stop(process)
 
 
-def run_mode(venv: Path, model: Path, mode: str, pytest_args: list[str]) -> int:
+def run_mode(venv: Path, model: Path, mode: str, pytest_args: list[str], embedding_url: str) -> int:
     log_path = cache_root() / f"llama-server-{mode}.log"
     with serve(venv, model, mode, log_path) as base_url:
         env = {
             **os.environ,
             "LIVE_LLAMA_URL": base_url,
+            "LIVE_LLAMA_EMBEDDING_URL": embedding_url,
             "LIVE_LLAMA_MODE": mode,
             "LIVE_LLAMA_MODEL": MODEL_ALIAS,
             "LIVE_LLAMA_N_CTX": str(N_CTX),
@@ -234,7 +241,13 @@ def main(argv: list[str] | None = None) -> int:
             print(base_url, flush=True)
             signal.pause()
         return 0
-    failed = [mode for mode in modes if run_mode(venv, model, mode, args.pytest_args) != 0]
+    embedding_log = cache_root() / f"llama-server-{EMBEDDING}.log"
+    with serve(venv, model, EMBEDDING, embedding_log) as embedding_url:
+        failed = [
+            mode
+            for mode in modes
+            if run_mode(venv, model, mode, args.pytest_args, embedding_url) != 0
+        ]
     if failed:
         log(f"failed in mode(s): {', '.join(failed)}")
         return 1
