@@ -4,11 +4,12 @@ own messages are never doubled, a compaction is picked up, and reset keeps the p
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
 
-from agent_runtime import Runtime
+from agent_runtime import Agent, Runtime
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.loop import validate_transcript
 from agent_runtime.memory import MemoryPolicy
@@ -174,3 +175,43 @@ def test_an_agent_that_does_not_read_the_session_never_merges(runtime: Runtime) 
     runtime.memory_writer.flush(10, session="s")
     b.run("qb", timeout=10)
     assert sent(model) == ["user:qb"]
+
+
+def test_agents_of_one_session_running_at_once_each_keep_a_valid_history_with_no_doubles(
+    runtime: Runtime,
+) -> None:
+    @tool
+    def note(text: str) -> str:
+        """Note something."""
+        return text.upper()
+
+    agents = []
+    for i in range(3):
+        turns: list[ScriptedTurn | str] = []
+        for t in range(5):
+            call = ToolCall(id=f"a{i}t{t}", name="note", arguments={"text": f"n{i}{t}"})
+            turns += [ScriptedTurn(tool_calls=[call]), f"answer {i}.{t}"]
+        agents.append(
+            runtime.start_agent(("shared", "w", i), model=ScriptedModel(turns), tools=[note])
+        )
+
+    def work(agent: Agent, i: int) -> None:
+        for t in range(5):
+            agent.run(f"q {i}.{t}", timeout=20)
+
+    threads = [threading.Thread(target=work, args=(a, i)) for i, a in enumerate(agents)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    runtime.memory_writer.flush(10, session="shared")
+    stored = runtime.memory.history("shared").messages
+    assert validate_transcript(stored) == []
+    assert len(stored) == 3 * 5 * 4  # prompt, call, result, answer per turn: nothing lost
+    for i, agent in enumerate(agents):
+        history = agent.state().messages
+        assert validate_transcript(history) == []
+        keys = [m.model_dump_json() for m in history]
+        assert len(keys) == len(set(keys)), f"agent {i} holds a message twice"
+        mine = [m for m in history if isinstance(m, UserMessage) and m.text.startswith(f"q {i}.")]
+        assert len(mine) == 5
