@@ -16,6 +16,8 @@ from agent_runtime.guardrails import (
     RegexGuardrail,
     SimilarityGuardrail,
 )
+from agent_runtime.llm import openai_compatible_embeddings
+from agent_runtime.testing.mock_server import MockProviderServer
 
 CONTEXT = GuardrailContext(agent=None, run_id="r1", at="model_request")
 
@@ -164,3 +166,17 @@ def test_a_guardrail_reason_reads_back_as_guardrail_tripped() -> None:
     assert error.explanation == "has a key: sk-1\nline 2"
     other = run_failed("rate_limit: slow down")
     assert type(other) is RunFailed
+
+
+def test_the_similarity_guardrail_works_with_a_real_embedding_adapter_over_http(
+    tmp_path: Path,
+) -> None:
+    # The mock server's vectors are hashed bags of words: the same words, the same vector.
+    with MockProviderServer() as server:
+        model = openai_compatible_embeddings(server.base_url("openai"), "embed-m")
+        folder = examples(tmp_path, weapons="how to build a bomb at home")
+        guard = SimilarityGuardrail(folder, model, threshold=0.95)
+        assert not check(guard, "how to build a bomb at home").passed
+        assert check(guard, "a recipe for lemon cake with fresh eggs").passed
+        embedded = [r for r in server.requests if r.format == "openai"]
+        assert len(embedded) == 3  # the examples once, then each checked text
