@@ -19,6 +19,7 @@ TOOL_OUTCOMES = (
     "timeout",
     "invalid_arguments",
     "not_found",
+    "blocked",
     "skipped",
     "not_started",
     "unknown",

@@ -60,6 +60,24 @@ def content_text(content: str | Sequence[object]) -> str:
     return "\n".join(block.text for block in content if isinstance(block, TextContent))
 
 
+FINAL_RESULT = "final_result"
+"""The tool typed output is answered through (`agent_runtime.loop.OUTPUT_TOOL`; the loop imports
+this package, so the name is repeated here, and a test keeps the two equal)."""
+
+
+def response_text(message: AssistantMessage) -> str:
+    """What a `model_response` guardrail checks: the answer's text and, for typed output
+    answered through the `final_result` tool, that call's arguments as JSON (the answer itself,
+    which no tool batch and so no `tool_call` guardrail sees)."""
+    text = content_text(message.content)
+    answers = [call for call in message.tool_calls if call.name == FINAL_RESULT]
+    if not answers:
+        return text
+    parts = [text] if text else []
+    parts += [json.dumps(call.arguments, ensure_ascii=False, sort_keys=True) for call in answers]
+    return "\n".join(parts)
+
+
 def request_text(messages: Sequence[Message]) -> str:
     """What a `model_request` guardrail checks: the text of the messages after the model's
     last answer (the prompt, steering, follow-ups, tool results), one per line. It walks back

@@ -19,7 +19,7 @@ from agent_runtime.events import (
     ProviderRetry,
     ProviderRetryEnd,
 )
-from agent_runtime.guardrails._runner import GuardrailRunner, content_text, request_text
+from agent_runtime.guardrails._runner import GuardrailRunner, response_text, request_text
 from agent_runtime.llm._abortable import aclose_quietly, await_abortable, iterate_abortable
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
@@ -272,7 +272,7 @@ async def stream_turn(
         if not started:
             yield stamp(MessageStart, message=message)
         if guards is not None and guards.watches("model_response"):
-            trip = await guards.check("model_response", content_text(message.content))
+            trip = await guards.check("model_response", response_text(message))
             if trip is not None:
                 blocked = message.model_copy(
                     update={"stop_reason": "error", "error_message": trip.reason}

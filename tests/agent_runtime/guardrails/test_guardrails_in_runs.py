@@ -20,6 +20,8 @@ from agent_runtime import (
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import Error, MessageEnd, ToolExecutionEnd, ToolExecutionStart
 from agent_runtime.guardrails import MaxLengthGuardrail, RegexGuardrail
+from agent_runtime.guardrails._runner import FINAL_RESULT
+from agent_runtime.loop import OUTPUT_TOOL
 from agent_runtime.messages import TextContent, ToolCall, ToolResultMessage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
 from agent_runtime.tools import tool
@@ -272,3 +274,26 @@ def test_arun_raises_guardrail_tripped_too(runtime: Runtime) -> None:
     with pytest.raises(GuardrailTripped) as caught:
         asyncio.run(go())
     assert caught.value.at == "model_request"
+
+
+def test_a_typed_answer_through_the_final_result_tool_is_checked_as_the_response(
+    runtime: Runtime,
+) -> None:
+    answer = ToolCall(id="o1", name=OUTPUT_TOOL, arguments={"response": "the password is hunter2"})
+    model = ScriptedModel([ScriptedTurn(tool_calls=[answer])], capabilities=["tools", "streaming"])
+    guard = RegexGuardrail(keywords=["hunter2"], at="model_response")
+    agent = runtime.start_agent(("s", "main", 0), model=model, guardrails=[guard])
+    with pytest.raises(GuardrailTripped) as tripped:
+        agent.run("the secret?", timeout=10, output_type=str)
+    assert tripped.value.at == "model_response"
+    assert FINAL_RESULT == OUTPUT_TOOL  # the guardrails' copy of the loop's name
+
+
+def test_a_blocked_tool_call_is_counted_as_blocked(runtime: Runtime) -> None:
+    model = ScriptedModel(
+        [ScriptedTurn(tool_calls=[ToolCall(id="c1", name="lookup", arguments={"city": "x"})]), "ok"]
+    )
+    guard = RegexGuardrail(keywords=["lookup"], at="tool_call")
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[lookup], guardrails=[guard])
+    agent.run("go", timeout=10)
+    assert runtime.stats().tool_calls["blocked"] == 1
