@@ -19,7 +19,7 @@ from agent_runtime.events import (
     ProviderRetry,
     ProviderRetryEnd,
 )
-from agent_runtime.guardrails._runner import GuardrailRunner, response_text, request_text
+from agent_runtime.guardrails._runner import GuardrailRunner, request_text, response_text
 from agent_runtime.llm._abortable import aclose_quietly, await_abortable, iterate_abortable
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
