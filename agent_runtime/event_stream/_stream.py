@@ -254,6 +254,20 @@ class EventStream:
             with contextlib.suppress(TimeoutError):  # the next offer raises StreamOverflow
                 await self._await(fut, self._async_writable, left)
 
+    def offer(self, event: Event) -> bool | None:
+        """`push` that never waits: True queued, False discarded (`drop_newest`), None when the
+        `"block"` policy would wait for space (nothing queued then: `apush` it). For a pusher
+        that is usually not kept waiting, such as an agent feeding its subscriptions.
+
+        Raises:
+            StreamOverflow, StreamClosed, TypeError: as `push`.
+        """
+        _check_event(event, "offer")
+        if self._ends_with(event):
+            return self._end_with(event, strict=True)
+        with self._lock:
+            return self._offer_locked(event, self._overflow)
+
     def push_async(self, event: Event) -> bool:
         """Append `event` without ever blocking; returns True if it was queued.
 

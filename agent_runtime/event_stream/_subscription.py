@@ -230,7 +230,8 @@ async def deliver(ref: weakref.ref[Subscription], event: Event) -> bool:
     del sub
     try:
         if overflow == "block":
-            await stream.apush(event, timeout=block_timeout)
+            if stream.offer(event) is None:  # full: wait for the reader, up to block_timeout
+                await stream.apush(event, timeout=block_timeout)
         elif overflow == "error":
             stream.push(event, timeout=0)
         else:

@@ -819,3 +819,17 @@ def test_a_reader_sees_a_fifo_subsequence_with_every_gap_marked(
     assert stats.dropped == sum(e.count for e in seen if isinstance(e, EventsDropped))
     assert stats.accepted == stats.delivered + stats.evicted
     assert stats.delivered + stats.dropped == len(offered)
+
+
+def test_offer_queues_without_ever_waiting_and_says_when_a_push_would_wait() -> None:
+    stream = EventStream(max_queue=1, overflow="block")
+    assert stream.offer(ev(1)) is True
+    assert stream.offer(ev(2)) is None  # full under "block": nothing queued, nothing waited
+    assert [e.seq for e in stream.pull_many(10, timeout=1)] == [1]
+    dropping = EventStream(max_queue=1, overflow="drop_newest")
+    assert dropping.offer(ev(1)) is True and dropping.offer(ev(2)) is False
+    with pytest.raises(TypeError, match="CustomEvent"):
+        stream.offer(42)  # type: ignore[arg-type]
+    stream.complete()
+    with pytest.raises(StreamClosed):
+        stream.offer(ev(3))
