@@ -15,8 +15,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from agent_runtime.llm._embeddings import EmbeddingModel, EmbeddingTask, check_embed_input
 from agent_runtime.llm._sync import run_sync
-from agent_runtime.llm.errors import LLMError, is_retryable
-from agent_runtime.llm.middleware.retrying import RetryHook, Sleep, backoff_delay
+from agent_runtime.llm.errors import LLMError
+from agent_runtime.llm.middleware.retrying import RetryHook, RetrySchedule, Sleep
 from agent_runtime.llm.types import ModelInfo
 from agent_runtime.telemetry import gen_ai_histograms
 from agent_runtime.telemetry import meter as default_meter
@@ -73,12 +73,14 @@ class EmbeddingMiddleware:
         return f"{type(self).__name__}({self.inner!r})"
 
 
-class RetryingEmbeddingModel(EmbeddingMiddleware):
+class RetryingEmbeddingModel(RetrySchedule, EmbeddingMiddleware):
     """Retries the `LLMError`s `is_retryable` allows (rate limits, 5xx, network failures;
     never authentication, permission or invalid-request errors), with `RetryingModel`'s capped,
     jittered exponential backoff and its honouring of `retry_after`. Bad input is raised at
     once, never retried; after the last retry the last error is raised.
     """
+
+    retry_event = "llm.embed.retry.scheduled"
 
     def __init__(
         self,
@@ -92,18 +94,17 @@ class RetryingEmbeddingModel(EmbeddingMiddleware):
         sleep: Sleep = asyncio.sleep,
         on_retry: RetryHook | None = None,
     ) -> None:
-        super().__init__(inner)
-        if max_retries < 0:
-            raise ValueError(f"invalid max_retries {max_retries!r} (expected >= 0)")
-        if not 0 <= jitter < 1:
-            raise ValueError(f"invalid jitter {jitter!r} (expected 0 <= jitter < 1)")
-        self.max_retries = max_retries
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-        self.max_retry_after = max_retry_after
-        self.jitter = jitter
-        self._sleep = sleep
-        self._on_retry = on_retry
+        EmbeddingMiddleware.__init__(self, inner)
+        RetrySchedule.__init__(
+            self,
+            max_retries=max_retries,
+            base_delay=base_delay,
+            max_delay=max_delay,
+            max_retry_after=max_retry_after,
+            jitter=jitter,
+            sleep=sleep,
+            on_retry=on_retry,
+        )
 
     async def embed(
         self, texts: Sequence[str], *, task: EmbeddingTask | None = None
@@ -121,27 +122,9 @@ class RetryingEmbeddingModel(EmbeddingMiddleware):
                 return await self.inner.embed(texts, task=task)
             except LLMError as error:
                 attempt += 1
-                if not is_retryable(error) or attempt > self.max_retries:
+                if not self._should_retry(error, attempt):
                     raise
-                delay = backoff_delay(
-                    attempt,
-                    error,
-                    base_delay=self.base_delay,
-                    max_delay=self.max_delay,
-                    max_retry_after=self.max_retry_after,
-                    jitter=self.jitter,
-                )
-                log.info(
-                    "llm.embed.retry.scheduled",
-                    attempt=attempt,
-                    delay=round(delay, 3),
-                    error=error.code,
-                    status=error.status,
-                    provider=error.provider,
-                )
-                if self._on_retry is not None:
-                    self._on_retry(attempt, delay, error)
-                await self._sleep(delay)
+                await self._wait_before(attempt, error, None)
 
 
 class ObservableEmbeddingModel(EmbeddingMiddleware):

@@ -46,7 +46,63 @@ def backoff_delay(
     return max(float(delay), 0.0)
 
 
-class RetryingModel(Middleware):
+class RetrySchedule:
+    """When to retry an `LLMError` and how long to wait first: what `RetryingModel` and
+    `RetryingEmbeddingModel` share. Retried: what `is_retryable` allows, up to `max_retries`
+    times; each wait is `backoff_delay`, logged (`retry_event`), reported to `on_retry`, and
+    ended early with `Aborted` when the caller's signal is aborted."""
+
+    retry_event = "llm.retry.scheduled"
+
+    def __init__(
+        self,
+        *,
+        max_retries: int,
+        base_delay: float,
+        max_delay: float,
+        max_retry_after: float,
+        jitter: float,
+        sleep: Sleep,
+        on_retry: RetryHook | None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"invalid max_retries {max_retries!r} (expected >= 0)")
+        if not 0 <= jitter < 1:
+            raise ValueError(f"invalid jitter {jitter!r} (expected 0 <= jitter < 1)")
+        self.max_retries = max_retries
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.max_retry_after = max_retry_after
+        self.jitter = jitter
+        self._sleep = sleep
+        self._on_retry = on_retry
+
+    def _should_retry(self, error: LLMError, attempt: int) -> bool:
+        return is_retryable(error) and attempt <= self.max_retries
+
+    async def _wait_before(self, attempt: int, error: LLMError, signal: AbortSignal | None) -> None:
+        delay = backoff_delay(
+            attempt,
+            error,
+            base_delay=self.base_delay,
+            max_delay=self.max_delay,
+            max_retry_after=self.max_retry_after,
+            jitter=self.jitter,
+        )
+        log.info(
+            self.retry_event,
+            attempt=attempt,
+            delay=round(delay, 3),
+            error=error.code,
+            status=error.status,
+            provider=error.provider,
+        )
+        if self._on_retry is not None:
+            self._on_retry(attempt, delay, error)
+        await await_abortable(self._sleep(delay), signal)
+
+
+class RetryingModel(RetrySchedule, Middleware):
     """Retries the `LLMError`s `is_retryable` allows (the agent loop's rule too: marked
     retryable, and never an authentication, permission or invalid-request error); anything
     else is raised at once.
@@ -69,42 +125,17 @@ class RetryingModel(Middleware):
         sleep: Sleep = asyncio.sleep,
         on_retry: RetryHook | None = None,
     ) -> None:
-        super().__init__(inner)
-        if max_retries < 0:
-            raise ValueError(f"invalid max_retries {max_retries!r} (expected >= 0)")
-        if not 0 <= jitter < 1:
-            raise ValueError(f"invalid jitter {jitter!r} (expected 0 <= jitter < 1)")
-        self.max_retries = max_retries
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-        self.max_retry_after = max_retry_after
-        self.jitter = jitter
-        self._sleep = sleep
-        self._on_retry = on_retry
-
-    async def _wait_before(self, attempt: int, error: LLMError, signal: AbortSignal | None) -> None:
-        delay = backoff_delay(
-            attempt,
-            error,
-            base_delay=self.base_delay,
-            max_delay=self.max_delay,
-            max_retry_after=self.max_retry_after,
-            jitter=self.jitter,
+        Middleware.__init__(self, inner)
+        RetrySchedule.__init__(
+            self,
+            max_retries=max_retries,
+            base_delay=base_delay,
+            max_delay=max_delay,
+            max_retry_after=max_retry_after,
+            jitter=jitter,
+            sleep=sleep,
+            on_retry=on_retry,
         )
-        log.info(
-            "llm.retry.scheduled",
-            attempt=attempt,
-            delay=round(delay, 3),
-            error=error.code,
-            status=error.status,
-            provider=error.provider,
-        )
-        if self._on_retry is not None:
-            self._on_retry(attempt, delay, error)
-        await await_abortable(self._sleep(delay), signal)
-
-    def _should_retry(self, error: LLMError, attempt: int) -> bool:
-        return is_retryable(error) and attempt <= self.max_retries
 
     async def generate(
         self, request: ChatRequest, *, signal: AbortSignal | None = None
