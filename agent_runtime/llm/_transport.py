@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -21,7 +22,7 @@ import httpx
 from agent_runtime._text import replace_lone_surrogates
 from agent_runtime.llm._deadlines import timeout_error
 from agent_runtime.llm._error_map import map_error, parse_body, request_id_of
-from agent_runtime.llm.errors import LLMError, NetworkError
+from agent_runtime.llm.errors import AuthenticationError, LLMError, NetworkError
 
 ApiKey = str | Callable[[], str] | None
 
@@ -29,6 +30,35 @@ ApiKey = str | Callable[[], str] | None
 def resolve_api_key(api_key: ApiKey) -> str | None:
     """The key to send now: a string as is, a callable called on every request."""
     return api_key() if callable(api_key) else api_key
+
+
+def api_key_now(
+    api_key: ApiKey, key_envs: Sequence[str], provider: str, hint: str = ""
+) -> str | None:
+    """The key for the next request: `api_key` (a callable is called now), else the first of
+    `key_envs` that is set, read now; None when there are no key variables (a keyless server).
+
+    Raises:
+        AuthenticationError: the key given resolved to an empty value, or no key variable is
+            set (the message names them, then `api_key=` and `hint`).
+    """
+    if api_key is not None:
+        key = resolve_api_key(api_key)
+        if not key:
+            raise AuthenticationError(
+                f"no API key for {provider}: the api_key given resolved to an empty value",
+                provider=provider,
+            )
+        return key
+    if not key_envs:
+        return None
+    key = next((os.environ[n] for n in key_envs if os.environ.get(n)), None)
+    if not key:
+        raise AuthenticationError(
+            f"no API key for {provider}: set {' or '.join(key_envs)} or pass api_key={hint}",
+            provider=provider,
+        )
+    return key
 
 
 def encode_json(body: Any) -> bytes:

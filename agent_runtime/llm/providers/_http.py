@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import ClassVar, TypedDict
@@ -11,9 +10,8 @@ import httpx
 
 from agent_runtime._thinking import ThinkingBudgets
 from agent_runtime.llm._sync import run_sync
-from agent_runtime.llm._transport import ApiKey, Transport, resolve_api_key
+from agent_runtime.llm._transport import ApiKey, Transport, api_key_now
 from agent_runtime.llm.base import BaseChatModel
-from agent_runtime.llm.errors import AuthenticationError
 from agent_runtime.llm.types import ALL_CAPABILITIES, Capability, ModelInfo, ModelPricing
 
 
@@ -130,25 +128,9 @@ class HttpChatModel(BaseChatModel):
             AuthenticationError: the key given resolved to an empty value, or no key variable
                 is set (the message names them).
         """
-        provider = self._info.provider
-        if self._api_key is not None:
-            key = resolve_api_key(self._api_key)
-            if not key:
-                raise AuthenticationError(
-                    f"no API key for {provider}: the api_key given resolved to an empty value",
-                    provider=provider,
-                )
-            return key
-        if not self._api_key_envs:
-            return None
-        key = next((os.environ[n] for n in self._api_key_envs if os.environ.get(n)), None)
-        if not key:
-            raise AuthenticationError(
-                f"no API key for {provider}: set {' or '.join(self._api_key_envs)} or pass "
-                f"api_key={self._missing_key_hint}",
-                provider=provider,
-            )
-        return key
+        return api_key_now(
+            self._api_key, self._api_key_envs, self._info.provider, self._missing_key_hint
+        )
 
     async def aclose(self) -> None:
         """Close the pooled HTTP client of the running event loop (a later call opens a new one)."""

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TypedDict
 
 import httpx
 
 from agent_runtime.llm._embeddings import BaseEmbeddingModel
-from agent_runtime.llm._transport import ApiKey, Transport, resolve_api_key
-from agent_runtime.llm.errors import AuthenticationError
+from agent_runtime.llm._transport import ApiKey, Transport, api_key_now
 from agent_runtime.llm.types import ModelInfo
 
 
@@ -91,25 +89,7 @@ class HttpEmbeddingModel(BaseEmbeddingModel):
         Raises:
             AuthenticationError: the key resolved empty, or no key variable is set (named).
         """
-        provider = self._info.provider
-        if self._api_key is not None:
-            key = resolve_api_key(self._api_key)
-            if not key:
-                raise AuthenticationError(
-                    f"no API key for {provider}: the api_key given resolved to an empty value",
-                    provider=provider,
-                )
-            return key
-        if not self._api_key_envs:
-            return None
-        key = next((os.environ[n] for n in self._api_key_envs if os.environ.get(n)), None)
-        if not key:
-            raise AuthenticationError(
-                f"no API key for {provider}: set {' or '.join(self._api_key_envs)} or pass "
-                f"api_key={hint}",
-                provider=provider,
-            )
-        return key
+        return api_key_now(self._api_key, self._api_key_envs, self._info.provider, hint)
 
     async def aclose(self) -> None:
         """Close the pooled HTTP client of the running event loop."""
