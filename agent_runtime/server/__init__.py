@@ -1,0 +1,1 @@
+"""The optional HTTP/SSE gateway (`pip install agent-runtime[server]`)."""
