@@ -64,6 +64,7 @@ from agent_runtime.events import (
 )
 from agent_runtime.events import CustomEvent as OurCustomEvent
 from agent_runtime.messages import AssistantMessage, TextContent
+from agent_runtime.server._proxy_answer import final_text
 
 __all__ = ["CANCELLED_BY_CLIENT", "AguiRun"]
 
@@ -173,7 +174,7 @@ class AguiRun:
         if isinstance(event, EventsDropped):
             return [CustomEvent(name="agent_runtime.events_dropped", value=event.count)]
         if isinstance(event, AgentEnd):
-            return [self._finished(result=_final_text(event))]
+            return [self._finished(result=final_text(event))]
         if isinstance(event, Canceled):
             if event.reason in CANCELLED_BY_CLIENT:
                 return [self._finished(outcome=RunFinishedCancelledOutcome())]
@@ -184,10 +185,3 @@ class AguiRun:
 
     def _finished(self, **fields: Any) -> RunFinishedEvent:
         return RunFinishedEvent(thread_id=self._thread_id, run_id=self._run_id, **fields)
-
-
-def _final_text(end: AgentEnd) -> str:
-    for message in reversed(end.new_messages):
-        if isinstance(message, AssistantMessage):
-            return message.text
-    return ""
