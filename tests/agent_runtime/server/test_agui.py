@@ -20,6 +20,7 @@ from ag_ui.core import AssistantMessage as AguiAssistantMessage
 from ag_ui.core import Event as AguiEvent
 from ag_ui.core import EventType, RunAgentInput
 from ag_ui.core import UserMessage as AguiUserMessage
+from ag_ui.encoder import EventEncoder
 from pydantic import TypeAdapter
 
 from agent_runtime import AgentKey, Runtime, ToolContext, tool
@@ -102,11 +103,16 @@ def post_run(root: str, body: str, token: str | None = ADMIN, key: AgentKey = KE
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
             if line.startswith("data: "):
-                data = line.removeprefix("data: ")
-                parsed = PARSE.validate_json(data)
-                assert json.loads(parsed.model_dump_json(by_alias=True)) == json.loads(data)
-                events.append(parsed)
+                events.append(parse(line.removeprefix("data: ")))
     return events
+
+
+def parse(data: str) -> Any:
+    """`data` parsed by the package's `Event` union; asserts that the package writes the
+    parsed event back as exactly what we sent."""
+    parsed = PARSE.validate_json(data)
+    assert json.loads(parsed.model_dump_json(by_alias=True)) == json.loads(data)
+    return parsed
 
 
 def of_type(events: list[Any], kind: EventType) -> list[Any]:
@@ -232,7 +238,7 @@ def stream_until_content(root: str, then: Any) -> list[Any]:
         for line in response.iter_lines():
             if not line.startswith("data: "):
                 continue
-            events.append(PARSE.validate_json(line.removeprefix("data: ")))
+            events.append(parse(line.removeprefix("data: ")))
             if events[-1].type == EventType.TEXT_MESSAGE_CONTENT and then() == "close":
                 break
     return events
@@ -350,7 +356,7 @@ def test_retries_and_gaps_are_custom_events_and_a_timeout_is_a_run_error() -> No
     (failed,) = run.feed(Error(agent=KEY, reason="boom"))
     assert failed.type == EventType.RUN_ERROR
     for event in [*retry, *dropped, ended, failed]:
-        PARSE.validate_json(event.model_dump_json(by_alias=True))
+        parse(EventEncoder().encode(event).removeprefix("data: ").strip())
 
 
 def test_a_delegates_events_are_not_the_runs() -> None:
