@@ -468,3 +468,18 @@ def test_the_proxy_is_a_chat_model_named_after_its_profile() -> None:
     assert (model.info.provider, model.info.model) == ("proxy", "remote")
     with pytest.raises(ValueError, match="profile"):
         proxy("http://127.0.0.1:1", auth_token="t", profile="")
+
+
+def test_every_error_class_of_the_llm_layer_is_one_the_proxy_carries() -> None:
+    import inspect
+
+    from agent_runtime.llm import errors
+    from agent_runtime.llm._proxy import _ERROR_CLASSES
+
+    defined = {
+        cls
+        for _, cls in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(cls, LLMError) and cls.__module__ == errors.__name__
+    }
+    assert defined == set(_ERROR_CLASSES.values())
+    assert {type(e) for e in ERRORS} == defined
