@@ -5,8 +5,9 @@ serving it on an ephemeral port of 127.0.0.1 in a thread."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Literal
 
 import uvicorn
 from starlette.applications import Starlette
@@ -14,6 +15,8 @@ from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent_runtime import Runtime
+from agent_runtime.config import RuntimeConfig
 from agent_runtime.server._principal import Principal, attach
 from agent_runtime.testing import wait_until
 
@@ -48,10 +51,10 @@ def app_of(
 
 
 @contextmanager
-def served(app: ASGIApp) -> Iterator[str]:
+def served(app: ASGIApp, *, lifespan: Literal["on", "off"] = "off") -> Iterator[str]:
     """`app` under uvicorn on 127.0.0.1 (an ephemeral port) until the block ends; yields its
     root URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()
@@ -63,3 +66,27 @@ def served(app: ASGIApp) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+@contextmanager
+def served_sharing_loop(
+    config: RuntimeConfig,
+    make_routes: Callable[[Runtime], Sequence[BaseRoute]],
+    principals: Mapping[str, Principal] | None = None,
+) -> Iterator[tuple[str, Runtime]]:
+    """The routes of a runtime started by the app's lifespan with `Runtime.astart`, which
+    shares the server's event loop (as a gateway embedding the runtime does); yields the root
+    URL and the runtime."""
+    started: list[Runtime] = []
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with Runtime.astart(config) as runtime:
+            app.router.routes.extend(make_routes(runtime))
+            started.append(runtime)
+            yield
+
+    app = Starlette(lifespan=lifespan)
+    app.add_middleware(TokenPrincipals, principals=principals or {ADMIN: Principal("admin")})
+    with served(app, lifespan="on") as root:
+        yield root, started[0]

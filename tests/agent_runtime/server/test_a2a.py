@@ -47,7 +47,7 @@ from agent_runtime.messages import ToolCall
 from agent_runtime.server._a2a import routes
 from agent_runtime.server._principal import Principal
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
-from tests.agent_runtime.server._protocol_app import ADMIN, app_of, served
+from tests.agent_runtime.server._protocol_app import ADMIN, app_of, served, served_sharing_loop
 
 OTHER = "other-session-token"
 KEY = AgentKey("s1", "helper", 0)
@@ -276,3 +276,15 @@ def test_without_a_principal_401_for_another_session_403_and_no_agent_404(
     assert response.status_code == 404
     assert "s1/nobody/0" in response.json()["error"]["message"]
     assert httpx.post(missing, json=rpc, headers=admin, timeout=30).status_code == 404
+
+
+def test_a_task_runs_on_a_runtime_that_shares_the_servers_loop() -> None:
+    config = RuntimeConfig(memory=MemoryConfig(store="memory"))
+    with served_sharing_loop(config, routes) as (root, runtime):
+        runtime.start_agent(KEY, model=tool_turn_model(), tools=[add])
+        got = run(with_client(root, lambda c: responses(c, user_message("add")), streaming=True))
+    assert last_status(got) == TaskState.TASK_STATE_COMPLETED
+
+
+def last_status(got: list[StreamResponse]) -> Any:
+    return [r.status_update.status.state for r in got if r.HasField("status_update")][-1]

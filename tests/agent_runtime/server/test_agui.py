@@ -47,7 +47,7 @@ from agent_runtime.server._agui import routes
 from agent_runtime.server._agui_mapping import AguiRun
 from agent_runtime.server._principal import Principal
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
-from tests.agent_runtime.server._protocol_app import ADMIN, app_of, served
+from tests.agent_runtime.server._protocol_app import ADMIN, app_of, served, served_sharing_loop
 
 PARSE: TypeAdapter[Any] = TypeAdapter(AguiEvent)
 OTHER = "other-session-token"
@@ -119,15 +119,18 @@ def of_type(events: list[Any], kind: EventType) -> list[Any]:
     return [e for e in events if e.type == kind]
 
 
-def test_a_tool_turn_streams_as_agui_events_the_package_parses(runtime: Runtime, url: str) -> None:
+def tool_turn_model() -> ScriptedModel:
     call = ToolCall(id="c1", name="add", arguments={"a": 2, "b": 3})
-    model = ScriptedModel(
+    return ScriptedModel(
         [
             ScriptedTurn(chunks=["let me ", "add"], tool_calls=[call]),
             ScriptedTurn(chunks=["the sum", " is 5"]),
         ]
     )
-    runtime.start_agent(KEY, model=model, tools=[add])
+
+
+def test_a_tool_turn_streams_as_agui_events_the_package_parses(runtime: Runtime, url: str) -> None:
+    runtime.start_agent(KEY, model=tool_turn_model(), tools=[add])
     events = post_run(url, run_input(state={"mode": "math"}))
     kinds = [e.type for e in events]
 
@@ -365,3 +368,13 @@ def test_a_delegates_events_are_not_the_runs() -> None:
     assert run.feed(TurnStart(agent=delegate)) == []
     assert run.feed(CustomEvent(agent=delegate, name="x")) == []
     assert run.feed(TurnStart(agent=KEY))[0].type == EventType.STEP_STARTED
+
+
+def test_it_runs_on_a_runtime_that_shares_the_servers_loop() -> None:
+    config = RuntimeConfig(memory=MemoryConfig(store="memory"))
+    with served_sharing_loop(config, routes) as (root, runtime):
+        runtime.start_agent(KEY, model=tool_turn_model(), tools=[add])
+        events = post_run(root, run_input())
+    assert events[-1].type == EventType.RUN_FINISHED
+    assert events[-1].result == "the sum is 5"
+    assert of_type(events, EventType.TOOL_CALL_RESULT)[0].content == "5"

@@ -52,7 +52,7 @@ from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import ToolCall, ToolResultMessage, Usage, UserMessage
 from agent_runtime.server._llm_proxy import routes
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
-from tests.agent_runtime.server._protocol_app import ADMIN, app_of, served
+from tests.agent_runtime.server._protocol_app import ADMIN, app_of, served, served_sharing_loop
 
 # The server-side models of the tests, by profile model name: the `proxy-test` profile kind
 # builds from here, as a real profile would build an HTTP adapter.
@@ -483,3 +483,19 @@ def test_every_error_class_of_the_llm_layer_is_one_the_proxy_carries() -> None:
     }
     assert defined == set(_ERROR_CLASSES.values())
     assert {type(e) for e in ERRORS} == defined
+
+
+def test_the_proxy_serves_from_a_runtime_that_shares_the_servers_loop() -> None:
+    upstream = ScriptedModel(
+        [
+            ScriptedTurn(tool_calls=[ToolCall(id="c1", name="add", arguments={"a": 2, "b": 3})]),
+            ScriptedTurn(chunks=["the sum ", "is 5"]),
+        ]
+    )
+    with (
+        served_sharing_loop(config_serving(remote=upstream), routes) as (root, _),
+        Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as client_side,
+    ):
+        model = proxy(root, auth_token=ADMIN, profile="remote")
+        agent = client_side.start_agent(("s", "c", 0), model=model, tools=[add])
+        assert agent.run("2 + 3?", timeout=30).text == "the sum is 5"
