@@ -36,6 +36,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime.events import AgentEnd, Canceled, Error
 from agent_runtime.runtime import Runtime
 from agent_runtime.server._proxy_answer import final_text
+from agent_runtime.server._proxy_redact import public_text
 
 __all__ = [
     "AgentCallContextBuilder",
@@ -143,7 +144,8 @@ class RunExecutor(AgentExecutor):
                     await updater.add_artifact([new_text_part(text)], name="answer")
                     await updater.complete(_said(updater, text))
                 elif isinstance(event, Error):
-                    await updater.failed(_said(updater, f"the run failed: {event.reason}"))
+                    reason = public_text(event.reason)
+                    await updater.failed(_said(updater, f"the run failed: {reason}"))
                 elif isinstance(event, Canceled):
                     await updater.cancel(_said(updater, f"the run was canceled: {event.reason}"))
 

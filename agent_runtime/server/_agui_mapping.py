@@ -14,7 +14,7 @@ The mapping (ag-ui-protocol 1.0 types), ours -> AG-UI:
 - AgentEnd -> RUN_FINISHED (result: the final text);
 - Canceled by the user or the client (`CANCELLED_BY_CLIENT`) -> RUN_FINISHED with outcome
   `cancelled`; any other Canceled -> RUN_ERROR code `canceled`; Error -> RUN_ERROR code
-  `run_failed`.
+  `run_failed` (its reason without credentials or URLs).
 
 Tool calls are announced when the model's answer is complete, not while its arguments
 stream: only then are their ids final (the loop replaces missing or reused ids), and the
@@ -65,6 +65,7 @@ from agent_runtime.events import (
 from agent_runtime.events import CustomEvent as OurCustomEvent
 from agent_runtime.messages import AssistantMessage, TextContent
 from agent_runtime.server._proxy_answer import final_text
+from agent_runtime.server._proxy_redact import public_text
 
 __all__ = ["CANCELLED_BY_CLIENT", "AguiRun"]
 
@@ -180,7 +181,7 @@ class AguiRun:
                 return [self._finished(outcome=RunFinishedCancelledOutcome())]
             return [RunErrorEvent(message=f"the run was canceled: {event.reason}", code="canceled")]
         if isinstance(event, Error):
-            return [RunErrorEvent(message=event.reason, code="run_failed")]
+            return [RunErrorEvent(message=public_text(event.reason), code="run_failed")]
         return []
 
     def _finished(self, **fields: Any) -> RunFinishedEvent:

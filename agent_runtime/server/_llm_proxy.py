@@ -8,7 +8,8 @@ described in `agent_runtime.llm._proxy`. Guarantees:
   (one pooled HTTP client per profile);
 - the answer streams the model's deltas only, one SSE event per chunk, then `event: done`,
   or `event: error` with the error's envelope (its class and facts, never the provider's raw
-  body; an exception that is no `LLMError` is logged here and crosses without its detail);
+  body; its message without credentials or URLs, which name the server's upstream; an
+  exception that is no `LLMError` is logged here and crosses without its detail);
 - a client that disconnects cancels the model call at once, also while it waits for its
   first byte;
 - bad input is refused before any model call, with an error envelope naming the problem:
@@ -40,6 +41,7 @@ from agent_runtime.llm.factory import from_config
 from agent_runtime.llm.types import ChatRequest
 from agent_runtime.runtime import Runtime
 from agent_runtime.server._principal import principal_of
+from agent_runtime.server._proxy_redact import public_text
 from agent_runtime.server._proxy_stream import DisconnectingStream
 
 __all__ = ["routes"]
@@ -118,7 +120,9 @@ async def _answer(model: ChatModel, request: ChatRequest, profile: str) -> Async
 
 
 def _error_event(error: BaseException) -> str:
-    data = json.dumps(error_envelope(error), ensure_ascii=False, separators=(",", ":"))
+    envelope = error_envelope(error)
+    envelope["error"]["message"] = public_text(envelope["error"]["message"])
+    data = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
     return f"event: error\ndata: {data}\n\n"
 
 

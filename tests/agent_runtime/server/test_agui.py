@@ -378,3 +378,12 @@ def test_it_runs_on_a_runtime_that_shares_the_servers_loop() -> None:
     assert events[-1].type == EventType.RUN_FINISHED
     assert events[-1].result == "the sum is 5"
     assert of_type(events, EventType.TOOL_CALL_RESULT)[0].content == "5"
+
+
+def test_a_run_error_shows_no_upstream_url_or_credential() -> None:
+    reason = (
+        "network_error: ConnectError at http://10.0.0.5:8000/v1 (Bearer sk-abcdefghijklmnop1234)"
+    )
+    (failed,) = AguiRun(KEY, "t", "r").feed(Error(agent=KEY, reason=reason))
+    assert failed.message.startswith("network_error: ConnectError at <url>")
+    assert "10.0.0.5" not in failed.message and "sk-abc" not in failed.message

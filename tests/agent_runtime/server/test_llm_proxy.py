@@ -499,3 +499,20 @@ def test_the_proxy_serves_from_a_runtime_that_shares_the_servers_loop() -> None:
         model = proxy(root, auth_token=ADMIN, profile="remote")
         agent = client_side.start_agent(("s", "c", 0), model=model, tools=[add])
         assert agent.run("2 + 3?", timeout=30).text == "the sum is 5"
+
+
+def test_an_upstream_error_crosses_without_the_servers_urls_or_credentials(
+    serving: list[Served],
+) -> None:
+    leaky = NetworkError(
+        "ConnectError talking to openai at http://10.0.0.5:8000/v1?key=abc123: refused; "
+        "Authorization: Bearer sk-proj-abcdefghijklmnop123456"
+    )
+    gateway = open_gateway(serving, remote=ScriptedModel([ScriptedTurn(error=leaky)]))
+    with pytest.raises(NetworkError) as caught:
+        gateway.model("remote").generate_sync(ask(), timeout=30)
+    message = caught.value.message
+    assert "ConnectError talking to openai at <url>" in message
+    assert "10.0.0.5" not in message and "abc123" not in message
+    assert "sk-proj" not in message
+    assert caught.value.retryable
