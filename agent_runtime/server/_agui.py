@@ -12,8 +12,9 @@ How AG-UI's ids map to ours:
   run-scoped event carries them back unchanged (our own run id stays internal). A client
   keeps one thread per agent URL;
 - `state` (a JSON object) is the session's shared key-value state (`memory.kv(session)`): its
-  keys are written before the run; STATE_SNAPSHOT reports that state at the start, after
-  each turn that changed it, and before the run's end;
+  keys are written before the run starts (so also when the agent then turns out busy: 409);
+  STATE_SNAPSHOT reports that state at the start, after each turn that changed it, and
+  before the run's end;
 - `tools` (frontend tools) and `context` are not used: the agent's own tools run here.
 
 Closing the response (an AG-UI client's `abortRun`) aborts the run at once (reason

@@ -288,3 +288,12 @@ def test_a_task_runs_on_a_runtime_that_shares_the_servers_loop() -> None:
 
 def last_status(got: list[StreamResponse]) -> Any:
     return [r.status_update.status.state for r in got if r.HasField("status_update")][-1]
+
+
+def test_a_task_for_a_busy_agent_is_rejected(runtime: Runtime, url: str) -> None:
+    agent = runtime.start_agent(KEY, model=HangingModel())
+    agent.prompt("keep busy")
+    task = last_task(run(with_client(url, say_hi, streaming=False)))
+    assert task.status.state == TaskState.TASK_STATE_REJECTED
+    assert "running another task" in get_message_text(task.status.message)
+    agent.abort()
