@@ -41,8 +41,8 @@ class Workflow(Generic[StateT]):
     - a step that ended and was committed never runs again for that visit.
 
     Class attributes: `default_recovery` (a `Recovery`; `max_retries(0)` without failover by
-    default) applies to steps without their own; `first` (a step name, default the first
-    step declared) is where `start` begins unless told otherwise. `agent_options(key)` gives
+    default) applies to steps without their own; `initial_step` (a step name, default the
+    first step declared) is where `start` begins unless told otherwise. `agent_options(key)` gives
     the options `ctx.agent(key)` starts a missing agent with (default: none, so the
     config's defaults and `[llm] default_profile`).
 
@@ -51,7 +51,7 @@ class Workflow(Generic[StateT]):
     """
 
     default_recovery: ClassVar[Recovery] = NO_RECOVERY
-    first: ClassVar[str | None] = None
+    initial_step: ClassVar[str | None] = None
     state: StateT
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -128,9 +128,9 @@ def definition(cls: object) -> Definition:
             f"workflow {name}: default_recovery must be a Recovery (max_retries(n)...), "
             f"not {cls.default_recovery!r}"
         )
-    first = cls.first if cls.first is not None else next(iter(steps))
+    first = cls.initial_step if cls.initial_step is not None else next(iter(steps))
     found = Definition(cls, type_name(cls), _state_type(cls), steps, first)
-    found.step(first, where=f"workflow {name}: first")
+    found.step(first, where=f"workflow {name}: initial_step")
     if cls.default_recovery.failover is not None:
         found.step(cls.default_recovery.failover, where=f"{name}.default_recovery: failover_to")
     for spec in steps.values():

@@ -90,7 +90,7 @@ class Workflows:
         id: str | None = None,
         first: str | None = None,
     ) -> str:
-        """Start `workflow` with `state` at step `first` (default: its `first`, else the
+        """Start `workflow` with `state` at step `first` (default: its `initial_step`, else the
         first step declared); returns its id (`id`, or a new `wf-<hex>`), once its first
         record is committed.
 

@@ -7,7 +7,9 @@ from agent_runtime.testing import wait_until
 from agent_runtime.workflows import WorkflowInfo
 
 
-def wait_status(runtime: Runtime, workflow_id: str, status: str, timeout: float = 10.0) -> WorkflowInfo:
+def wait_status(
+    runtime: Runtime, workflow_id: str, status: str, timeout: float = 10.0
+) -> WorkflowInfo:
     """The workflow's info once its committed status is `status`."""
     wait_until(
         lambda: runtime.workflows.get(workflow_id).status == status,
