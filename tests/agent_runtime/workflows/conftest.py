@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 
 from agent_runtime import Runtime, RuntimeConfig
-from tests.agent_runtime.memory.conftest import postgres, postgres_dsn
+from tests.agent_runtime.memory.conftest import postgres, postgres_dsn, store
 from tests.agent_runtime.workflows.flows import Log
 
-__all__ = ["postgres", "postgres_dsn"]
+__all__ = ["postgres", "postgres_dsn", "store"]  # fixtures reused from the memory tests
 
 
 @pytest.fixture(autouse=True)
