@@ -266,6 +266,8 @@ class Workflows:
             update={"status": "canceled", "pause_reason": None, "updated_at": time.time()}
         )
         await self._commit(canceled)
+        if live is not None:
+            live.record = canceled
         log.info("workflow.canceled", workflow_id=workflow_id, step=record.step)
 
     def resume(self) -> builtins.list[str]:

@@ -124,3 +124,7 @@ def test_calls_after_stop_are_refused() -> None:
     runtime.stop()
     with pytest.raises(RuntimeError, match="is stopping: workflows are halted"):
         runtime.workflows.start(Sequence, Counter())
+    never_used = Runtime.start()
+    never_used.stop()
+    with pytest.raises(RuntimeError, match="is stopping: workflows are halted"):
+        never_used.workflows.resume()
