@@ -53,7 +53,7 @@ class Sequence(Workflow[Counter]):
 class SlowThenFast(Workflow[Counter]):
     """`slow` hangs on its first attempt (past its timeout), then succeeds."""
 
-    @step(timeout=0.2, recovery=max_retries(1))
+    @step(timeout=0.5, recovery=max_retries(1))
     async def slow(self, ctx: StepContext) -> None:
         Log.events.append(f"slow:{ctx.attempt}")
         if ctx.attempt == 1:
@@ -129,7 +129,7 @@ class Approval(Workflow[Counter]):
         self.state = _note(self.state, "prepare")
         ctx.transition_to("approve")
 
-    @step(timeout=0.5)
+    @step(timeout=1.0)
     async def approve(self, ctx: StepContext) -> None:
         Log.events.append(f"approve:{ctx.attempt}")
         decision = await ctx.pause("needs approval")
@@ -142,10 +142,12 @@ class Approval(Workflow[Counter]):
 
 
 class Blocked(Workflow[Counter]):
-    """`wait` blocks until `Log.gate` is set; it calls an agent first, whose run hangs."""
+    """`prepare` starts the agent `helper` (whose model hangs until canceled); `call` runs
+    it, with no timeout (`TimedCall` has one); `wait` blocks for ever."""
 
     def agent_options(self, key: AgentKey) -> dict[str, object]:
         async def hang(request: object) -> str:
+            Log.events.append("model called")
             try:
                 await asyncio.Event().wait()
             finally:
@@ -154,7 +156,12 @@ class Blocked(Workflow[Counter]):
 
         return {"model": FunctionModel(hang)}
 
-    @step(timeout=0.3)
+    @step()
+    async def prepare(self, ctx: StepContext) -> None:
+        await ctx.agent("helper").get()  # started here, so `call`'s time is the run's
+        ctx.transition_to("call")
+
+    @step()
     async def call(self, ctx: StepContext) -> None:
         Log.events.append(f"call:{ctx.attempt}")
         await ctx.agent("helper").arun("hello")
@@ -165,3 +172,9 @@ class Blocked(Workflow[Counter]):
         Log.events.append(f"wait:{ctx.attempt}")
         await asyncio.Event().wait()
         ctx.end()
+
+
+class TimedCall(Blocked):
+    @step(timeout=0.5)
+    async def call(self, ctx: StepContext) -> None:
+        await Blocked.call(self, ctx)

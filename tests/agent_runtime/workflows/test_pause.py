@@ -27,8 +27,8 @@ def test_pause_commits_paused_and_resume_with_answers_it(runtime: Runtime) -> No
 def test_time_spent_paused_does_not_count_towards_the_timeout(runtime: Runtime) -> None:
     wf_id = runtime.workflows.start(Approval, Counter())
     wait_status(runtime, wf_id, "paused")
-    # approve's timeout is 0.5 s: wait past it while paused, on the loop's own clock
-    runtime.submit(_sleep(0.8)).result(timeout=10)
+    # approve's timeout is 1 s: wait past it while paused, on the loop's own clock
+    runtime.submit(_sleep(1.3)).result(timeout=10)
     assert runtime.workflows.get(wf_id).status == "paused"
     runtime.workflows.resume_with(wf_id, "ok")
     info = wait_status(runtime, wf_id, "completed")

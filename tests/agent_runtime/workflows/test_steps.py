@@ -9,13 +9,13 @@ from agent_runtime.workflows import WorkflowInfo
 from tests.agent_runtime.workflows.flows import (
     AlwaysFails,
     BadTransition,
-    Blocked,
     Counter,
     DefaultRecovery,
     Log,
     NoRecovery,
     Sequence,
     SlowThenFast,
+    TimedCall,
     Undecided,
     WrongState,
 )
@@ -100,7 +100,7 @@ def test_a_state_that_is_not_the_model_fails_the_workflow(runtime: Runtime) -> N
 
 
 def test_a_step_timeout_aborts_the_run_of_the_agent_it_used(runtime: Runtime) -> None:
-    wf_id = runtime.workflows.start(Blocked, Counter(), first="call")
+    wf_id = runtime.workflows.start(TimedCall, Counter())
     info = wait_status(runtime, wf_id, "failed")
     assert "StepTimeout" in (info.error or "")
     agent = runtime.registry.lookup((wf_id, "helper", 0))
