@@ -9,7 +9,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from agent_runtime._key import AgentKey
-from agent_runtime.testing import FunctionModel
+from agent_runtime.testing import FunctionModel, ScriptedModel
 from agent_runtime.workflows import StepContext, Workflow, max_retries, step
 
 
@@ -178,3 +178,20 @@ class TimedCall(Blocked):
     @step(timeout=0.5)
     async def call(self, ctx: StepContext) -> None:
         await Blocked.call(self, ctx)
+
+
+class Delegating(Workflow[Counter]):
+    """`ask` starts an agent with options and asks it; `again` asks it by its full key."""
+
+    @step()
+    async def ask(self, ctx: StepContext) -> None:
+        agent = await ctx.start_agent("writer", model=ScriptedModel(["first answer", "second"]))
+        result = await agent.arun("write")
+        self.state = self.state.model_copy(update={"notes": [result.text]})
+        ctx.transition_to("again")
+
+    @step()
+    async def again(self, ctx: StepContext) -> None:
+        result = await ctx.agent((ctx.session, "writer", 0)).arun("again")
+        self.state = self.state.model_copy(update={"notes": [*self.state.notes, result.text]})
+        ctx.end()

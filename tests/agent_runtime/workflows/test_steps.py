@@ -11,6 +11,7 @@ from tests.agent_runtime.workflows.flows import (
     BadTransition,
     Counter,
     DefaultRecovery,
+    Delegating,
     Log,
     NoRecovery,
     Sequence,
@@ -117,3 +118,12 @@ def test_list_filters_by_status(runtime: Runtime) -> None:
     assert [i.id for i in runtime.workflows.list()] == [done, failed]
     assert [i.id for i in runtime.workflows.list(status="failed")] == [failed]
     assert runtime.workflows.list(status="paused") == []
+
+
+def test_steps_start_and_find_agents_in_the_workflows_session(runtime: Runtime) -> None:
+    wf_id = runtime.workflows.start(Delegating, Counter())
+    info = wait_status(runtime, wf_id, "completed")
+    assert info.state.notes == ["first answer", "second"]
+    assert [(role, index) for role, index, _ in runtime.registry.list_by_session(wf_id)] == [
+        ("writer", 0)
+    ]
