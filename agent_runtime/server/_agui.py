@@ -90,6 +90,8 @@ class _AguiEndpoint:
             state = self._runtime.memory.kv(key.session)
             if run_input.state is not None:
                 await asyncio.to_thread(_write_state, state, run_input.state)
+            # Read before the run starts: its first tool may change the state at once.
+            initial = await asyncio.to_thread(state.items)
             try:
                 events = agent.astream(prompts, abort_on_close=True)
             except AgentBusy:
@@ -100,14 +102,18 @@ class _AguiEndpoint:
             return refused.response()
         encoder = EventEncoder(accept=request.headers.get("accept", ""))
         mapping = AguiRun(key, run_input.thread_id, run_input.run_id)
-        return DisconnectingStream(_answer(events, mapping, encoder, state))
+        return DisconnectingStream(_answer(events, mapping, encoder, state, initial))
 
 
 async def _answer(
-    events: RunEvents, mapping: AguiRun, encoder: EventEncoder, state: SessionState
+    events: RunEvents,
+    mapping: AguiRun,
+    encoder: EventEncoder,
+    state: SessionState,
+    initial: dict[str, Any],
 ) -> AsyncIterator[str]:
     async with events:  # closed early (the client went away): the run is aborted
-        for out in mapping.started(await asyncio.to_thread(state.items)):
+        for out in mapping.started(initial):
             yield encoder.encode(out)
         async for event in events:
             if is_terminal(event):  # the state as the run leaves it, before the end
