@@ -33,13 +33,18 @@ class ClusterRegistry:
     def lookup_with_metadata(
         self, key: AgentKey | tuple[str, str, int]
     ) -> tuple[ClusterAgent, dict[str, Any]] | None:
-        """`(agent, {"node": name, "restart": policy})` under `key`, or None."""
+        """`(agent, {"node": name, "incarnation": id, "restart": policy})` under `key`, or
+        None; the incarnation changes when the agent's node restarted or it moved."""
         agent_key = AgentKey.of(key)
         entry = self._cluster._entry(agent_key)
         if entry is None:
             return None
         agent = ClusterAgent(self._cluster, agent_key, entry.node)
-        return agent, {"node": entry.node, "restart": entry.restart}
+        return agent, {
+            "node": entry.node,
+            "incarnation": entry.incarnation,
+            "restart": entry.restart,
+        }
 
     def list(self) -> builtins.list[tuple[AgentKey, ClusterAgent]]:
         """Every `(key, agent)` of the cluster, sorted by key."""

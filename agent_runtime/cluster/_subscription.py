@@ -186,6 +186,12 @@ class ClusterSubscription:
     # -- the reader side ----------------------------------------------------------------------
 
     @property
+    def incarnation(self) -> str:
+        """The incarnation of the node this subscription reads from now (it changes when it
+        follows a recovered agent to its new node)."""
+        return self._incarnation
+
+    @property
     def closed(self) -> bool:
         """True once closed, ended by overflow or by the agent's end (buffered events may
         remain)."""
