@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_runtime._key import AgentKey
 from agent_runtime.cluster._handle import ClusterAgent
+from agent_runtime.cluster._host import ClusterHost
 from agent_runtime.registry import _check_text
-
-if TYPE_CHECKING:
-    from agent_runtime.cluster._runtime import ClusterRuntime
 
 
 class ClusterRegistry:
@@ -21,7 +19,7 @@ class ClusterRegistry:
     `AlreadyRegistered`). Bad keys raise `ValueError` naming the bad part, as locally.
     """
 
-    def __init__(self, cluster: ClusterRuntime) -> None:
+    def __init__(self, cluster: ClusterHost) -> None:
         self._cluster = cluster
 
     def lookup(self, key: AgentKey | tuple[str, str, int]) -> ClusterAgent | None:
@@ -85,12 +83,13 @@ class ClusterRegistry:
 class ClusterSubagents:
     """Start, stop and list the agents of a cluster (`Runtime.subagents` over nodes)."""
 
-    def __init__(self, cluster: ClusterRuntime) -> None:
+    def __init__(self, cluster: ClusterHost) -> None:
         self._cluster = cluster
 
     def start(self, key: AgentKey | tuple[str, str, int], **options: Any) -> ClusterAgent:
         """Start an agent (same as `ClusterRuntime.start_agent`)."""
-        return self._cluster.start_agent(key, **options)
+        agent: ClusterAgent = self._cluster.start_agent(key, **options)
+        return agent
 
     def stop(self, agent_or_key: ClusterAgent | AgentKey | tuple[str, str, int]) -> bool:
         """Stop an agent on its node; False if no such agent was running."""
@@ -99,11 +98,11 @@ class ClusterSubagents:
 
     def list(self) -> builtins.list[ClusterAgent]:
         """Every live agent of the cluster, sorted by key."""
-        return [agent for _, agent in self._cluster.registry.list()]
+        return [ClusterAgent(self._cluster, e.key, e.node) for e in self._cluster._entries()]
 
     def count(self) -> int:
         """How many agents are live."""
-        return self._cluster.registry.count()
+        return len(self._cluster._entries())
 
     def stop_all(self) -> int:
         """Stop every agent; returns how many were stopped."""

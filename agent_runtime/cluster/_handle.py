@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_runtime._errors import AgentStopped, RunFailed
 from agent_runtime._key import AgentKey
 from agent_runtime.agent import AgentState, RunResult
 from agent_runtime.cluster._errors import NodeLost
+from agent_runtime.cluster._host import ClusterHost
 from agent_runtime.cluster._ray import get, node_failure
 from agent_runtime.cluster._subscription import NODE_LOST, ClusterSubscription
 from agent_runtime.cluster._wire import RemoteError
 from agent_runtime.event_stream import OverflowPolicy
 from agent_runtime.events import Event
 from agent_runtime.messages import Message
-
-if TYPE_CHECKING:
-    from agent_runtime.cluster._runtime import ClusterRuntime
 
 CALL_TIMEOUT = 60.0  # seconds for one call to a node (an agent answers calls at once)
 
@@ -40,7 +38,7 @@ class ClusterAgent:
             `RunFailed(reason="node_lost")` instead).
     """
 
-    def __init__(self, cluster: ClusterRuntime, key: AgentKey, node: str | None = None) -> None:
+    def __init__(self, cluster: ClusterHost, key: AgentKey, node: str | None = None) -> None:
         self._cluster = cluster
         self.key = key
         self._node = node
@@ -60,19 +58,29 @@ class ClusterAgent:
     # -- calls ------------------------------------------------------------------------------
 
     def _call(self, method: str, *args: Any, timeout: float = CALL_TIMEOUT, **kwargs: Any) -> Any:
+        return self._invoke("call", (self.key, method, args, kwargs), timeout, retry=True)
+
+    def _invoke(self, name: str, args: tuple[Any, ...], timeout: float | None, retry: bool) -> Any:
+        """`node.<name>(*args)` on the agent's node. A node that does not know the agent, or
+        (with `retry`) one that failed, is asked once more when the registry shows the agent
+        moved meanwhile (recovered on another node)."""
         for attempt in range(2):
             node_name = self._node or self._where()
             node = self._cluster._node_actor(node_name)
             try:
-                answer = get(node.call.remote(self.key, method, args, kwargs), timeout)
+                answer = get(getattr(node, name).remote(*args), timeout)
             except Exception as exc:
-                if node_failure(exc):
-                    raise NodeLost(self.key, node_name, type(exc).__name__) from None
-                raise
+                if not node_failure(exc):
+                    raise
+                if retry and attempt == 0 and self._moved(node_name):
+                    continue
+                if name == "run":
+                    raise RunFailed(NODE_LOST) from exc
+                raise NodeLost(self.key, node_name, type(exc).__name__) from None
             if isinstance(answer, RemoteError):
                 error = answer.rebuild()
                 if isinstance(error, AgentStopped) and attempt == 0 and self._moved(node_name):
-                    continue  # the agent was recovered on another node: ask it there
+                    continue
                 raise error
             return answer
         raise AgentStopped(self.key)
@@ -156,17 +164,8 @@ class ClusterAgent:
         """
         kwargs = {"output_type": output_type, "output_retries": output_retries}
         wait = None if timeout is None else timeout + CALL_TIMEOUT
-        node_name = self._node or self._where()
-        node = self._cluster._node_actor(node_name)
-        try:
-            answer = get(node.run.remote(self.key, input, timeout, kwargs), wait)
-        except Exception as exc:
-            if node_failure(exc):
-                raise RunFailed(NODE_LOST) from exc
-            raise
-        if isinstance(answer, RemoteError):
-            raise answer.rebuild()
-        result: RunResult = answer
+        # No retry on a node failure: the run may have been running there (node_lost).
+        result: RunResult = self._invoke("run", (self.key, input, timeout, kwargs), wait, False)
         return result
 
     def stream(self, input: str | Message | Sequence[Message]) -> Iterator[Event]:
@@ -201,7 +200,7 @@ class ClusterAgent:
 
     def stop(self) -> None:
         """Stop the agent on its node; idempotent."""
-        self._cluster.subagents.stop(self)
+        self._cluster._stop_agent(self.key)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ClusterAgent) and other.key == self.key

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,9 @@ CALLS = frozenset(
     }
 )
 UNKNOWN_SUBSCRIPTION = "unknown_subscription"
+# A subscription no reader pulled for this long is closed (its reader's process went away):
+# under "block" it would otherwise hold its agent's runs up to block_timeout at every event.
+ABANDONED_AFTER = 120.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class NodeActor:
         self.runtime = Runtime.start(config, name=name)
         self._pool = ThreadPoolExecutor(8, thread_name_prefix=f"{name}.calls")
         self._subs: dict[str, Subscription] = {}
+        self._pulled: dict[str, float] = {}  # sub id -> when it was last pulled (monotonic)
         self._sub_ids = itertools.count(1)
         self._registry = ray.get_actor(registry, namespace=namespace)
         self._registry.node_up.remote(name, self.incarnation)
@@ -108,9 +113,22 @@ class NodeActor:
     async def info(self) -> NodeInfo:
         """Name, incarnation, process, live agents and running runs (cheap: published
         snapshots only, no agent is asked)."""
+        self._close_abandoned()
         agents = [a for _, a in self.runtime.registry.list() if isinstance(a, Agent)]
         running = sum(1 for a in agents if _running(a) is not None)
         return NodeInfo(self.name, self.incarnation, os.getpid(), len(agents), running)
+
+    def _close_abandoned(self) -> None:
+        now = time.monotonic()
+        for sub_id, pulled in list(self._pulled.items()):
+            if now - pulled > ABANDONED_AFTER:
+                self._forget(sub_id)
+
+    def _forget(self, sub_id: str) -> None:
+        self._pulled.pop(sub_id, None)
+        sub = self._subs.pop(sub_id, None)
+        if sub is not None:
+            sub.close()
 
     async def start_agent(self, key: AgentKey, options: bytes) -> str | RemoteError:
         """Start an agent under `key`; this node's incarnation, or the error."""
@@ -164,6 +182,7 @@ class NodeActor:
             return RemoteError.of(exc)
         sub_id = f"{self.incarnation}:{next(self._sub_ids)}"
         self._subs[sub_id] = sub
+        self._pulled[sub_id] = time.monotonic()
         return sub_id
 
     async def pull(self, sub_id: str, max_items: int, timeout: float) -> Pulled:
@@ -172,22 +191,21 @@ class NodeActor:
         sub = self._subs.get(sub_id)
         if sub is None:
             return Pulled(b"[]", UNKNOWN_SUBSCRIPTION, None)
+        self._pulled[sub_id] = time.monotonic()
         batch = await sub.stream.apull_many(max_items, timeout=timeout)
         end = None
         terminal = sub.stream.terminal
         if batch and batch[-1] is terminal and terminal is not None:
             batch.pop()
             end = getattr(terminal, "reason", "closed")
-            del self._subs[sub_id]
+            self._forget(sub_id)
         agent = self.runtime.registry.lookup(sub.agent) if sub.agent is not None else None
         running = _running(agent) if isinstance(agent, Agent) else None
         return Pulled(encode_events(batch), end, running)
 
     async def unsubscribe(self, sub_id: str) -> None:
         """Close `sub_id` (idempotent)."""
-        sub = self._subs.pop(sub_id, None)
-        if sub is not None:
-            sub.close()
+        self._forget(sub_id)
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop the local Runtime (every run gets its Canceled first)."""

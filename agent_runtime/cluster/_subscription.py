@@ -23,20 +23,18 @@ import threading
 import time
 from collections.abc import Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from agent_runtime._errors import StreamOverflow
 from agent_runtime._key import AgentKey
+from agent_runtime.cluster._host import ClusterHost
 from agent_runtime.cluster._node import UNKNOWN_SUBSCRIPTION, Pulled
 from agent_runtime.cluster._ray import get, node_failure
 from agent_runtime.cluster._wire import RemoteError, decode_events
 from agent_runtime.event_stream import OverflowPolicy
 from agent_runtime.events import AgentStart, Error, Event, is_terminal
-
-if TYPE_CHECKING:
-    from agent_runtime.cluster._runtime import ClusterRuntime
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +56,7 @@ class ClusterSubscription:
 
     def __init__(
         self,
-        cluster: ClusterRuntime,
+        cluster: ClusterHost,
         key: AgentKey,
         *,
         max_queue: int,

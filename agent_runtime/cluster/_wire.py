@@ -52,21 +52,30 @@ class RemoteError:
     def of(cls, exc: BaseException) -> RemoteError:
         """`exc` as it travels; attributes that cannot be pickled (a local Agent handle as
         `AlreadyRegistered.holder`) arrive as None."""
-        attributes: dict[str, Any] = {}
-        for name, value in vars(exc).items():
-            try:
-                pickle.dumps(value)
-            except Exception:
-                value = None
-            attributes[name] = value
-        return cls(type(exc), tuple(exc.args), attributes)
+        attributes = {name: _picklable(value) for name, value in vars(exc).items()}
+        args = tuple(_picklable(arg) for arg in exc.args)
+        kind = type(exc) if _picklable(type(exc)) is not None else RuntimeError
+        return cls(kind, args, attributes)
 
     def rebuild(self) -> BaseException:
-        """The exception again, with its class, message and attributes."""
-        exc = self.kind.__new__(self.kind)
-        BaseException.__init__(exc, *self.args)
-        vars(exc).update(self.attributes)
+        """The exception again, with its class, message and attributes (a `RuntimeError`
+        naming the class, for one that cannot be rebuilt that way)."""
+        try:
+            exc = self.kind.__new__(self.kind)
+            BaseException.__init__(exc, *self.args)
+            vars(exc).update(self.attributes)
+        except Exception:
+            return RuntimeError(f"{self.kind.__name__} on a cluster node: {self.args}")
         return exc
+
+
+def _picklable(value: Any) -> Any:
+    """`value` if it pickles, else None (a node-local object, such as an Agent handle)."""
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return None
+    return value
 
 
 def pack_options(options: Mapping[str, Any]) -> bytes:
