@@ -135,7 +135,9 @@ class ClusterRuntime:
         name = name or f"agent-runtime-{os.getpid()}-{next(_names)}"
         owns_ray = not ray.is_initialized()
         if owns_ray:
-            ray.init(address=address, namespace=namespace, include_dashboard=False)
+            # A local instance of our own gets no dashboard; a cluster's is the cluster's.
+            local = {"include_dashboard": False} if address is None else {}
+            ray.init(address=address, namespace=namespace, **local)
         registry_name = f"{name}.registry"
         registry = (
             ray.remote(RegistryActor)
