@@ -112,7 +112,8 @@ class ClusterRuntime:
         `"ray://host:port"` (a remote cluster through Ray Client). `config` is the nodes'
         `RuntimeConfig` (a path or None: `load_config()` here; it must be valid here too).
         Actors are named `<name>.registry` and `<name>.node-<i>` in `namespace`; another
-        process that starts a ClusterRuntime of the same name and namespace joins them.
+        process that starts a ClusterRuntime of the same name and namespace joins them (and
+        leaves with `disconnect()`).
         Node actors take no CPU slot (`num_cpus=0`: they are threads and one event loop each)
         and are restarted up to `max_restarts` times by Ray.
 
@@ -308,6 +309,19 @@ class ClusterRuntime:
     def alive(self) -> bool:
         """True until `stop()`."""
         return not self._stopped
+
+    def disconnect(self) -> None:
+        """Leave the cluster running for its other processes: stop this process's watcher
+        and close its subscriptions, but no node, agent or registry. Idempotent; the runtime
+        is not `alive` after it (use `stop()` in the one process that ends the cluster)."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            subscriptions = list(self._subscriptions)
+        self._watcher.stop()
+        for sub in subscriptions:
+            sub.close()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop every node's Runtime (each run gets its `Canceled`), then the node actors and

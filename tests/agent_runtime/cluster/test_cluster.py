@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -167,3 +168,31 @@ def test_a_tool_that_cannot_be_pickled_is_refused_by_name(start_cluster: StartCl
     agent = cluster.start_agent(("s1", "tools", 0), model=echo_model(), tools=[shout])
     assert [t.name for t in agent.state().tools] == ["shout"]
     wait_until(lambda: agent.alive, timeout=10)
+
+
+def _race_from_another_process(name: str, node: str) -> str:
+    """In a Ray worker process: join the cluster `name` and race for the key."""
+    from agent_runtime.config import RuntimeConfig
+
+    config = RuntimeConfig.model_validate({"memory": {"store": "memory"}})
+    joined = ClusterRuntime.start(name=name, config=config)
+    try:
+        joined.start_agent(("race", "r", 0), node=node, model=echo_model())
+        return "won"
+    except AlreadyRegistered:
+        return "lost"
+    finally:
+        joined.disconnect()
+
+
+def test_a_key_race_between_processes_has_exactly_one_winner(
+    start_cluster: StartCluster, ray_session: Any
+) -> None:
+    cluster = start_cluster()
+    nodes = sorted(cluster.nodes())
+    race = ray_session.remote(num_cpus=0)(_race_from_another_process)
+    refs = [race.remote(cluster.name, nodes[i % 2]) for i in range(4)]
+    outcomes = sorted(ray_session.get(refs, timeout=100))
+    assert outcomes == ["lost", "lost", "lost", "won"]
+    assert [key for key, _ in cluster.registry.list()] == [("race", "r", 0)]
+    assert sum(info.agents for info in _fresh_infos(cluster).values()) == 1
