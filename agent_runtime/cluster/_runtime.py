@@ -30,6 +30,7 @@ log = structlog.get_logger(__name__)
 
 START_TIMEOUT = 120.0  # seconds for the nodes to start (a node is a new Python process)
 CALL_TIMEOUT = 60.0
+NODE_CONCURRENCY = 10_000  # calls a node runs at once (async actor: one coroutine each)
 _names = itertools.count(1)
 
 
@@ -162,6 +163,9 @@ class ClusterRuntime:
                 num_cpus=0,
                 max_restarts=max_restarts,
                 max_task_retries=0,
+                # Coroutines on the node's loop, not threads: every waiting run() and pull()
+                # holds one, so the default of 1000 would queue calls behind long runs.
+                max_concurrency=NODE_CONCURRENCY,
             ).remote(node_name, registry_name, namespace, config)
         try:
             answers = get([h.info.remote() for h in handles.values()], START_TIMEOUT)

@@ -3,6 +3,7 @@ events forwarded in order and bounded, errors with their facts."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -196,3 +197,14 @@ def test_a_key_race_between_processes_has_exactly_one_winner(
     assert outcomes == ["lost", "lost", "lost", "won"]
     assert [key for key, _ in cluster.registry.list()] == [("race", "r", 0)]
     assert sum(info.agents for info in _fresh_infos(cluster).values()) == 1
+
+
+def test_a_dropped_subscription_stops_holding_the_agent(start_cluster: StartCluster) -> None:
+    cluster = start_cluster()
+    agent = cluster.start_agent(("s1", "streamer", 0), model=echo_model())
+    sub = agent.subscribe(max_queue=1, overflow="block", block_timeout=90)
+    assert not sub.closed
+    del sub
+    gc.collect()
+    # A live reader that never reads would hold this run for 90 s at its first full buffer.
+    assert agent.run("many chunks", timeout=60).text.startswith("0;1;")
