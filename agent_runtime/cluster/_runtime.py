@@ -62,9 +62,10 @@ class ClusterRuntime:
     "postgres"`; the default SQLite file is shared only by nodes on one machine), and keep
     their keys; subscribers of a run it interrupted get `Error(reason="node_lost")`, a `run()`
     in progress raises `RunFailed("node_lost")`. Its `temporary` agents are gone from the
-    registry. Subagents a tool spawns (`ToolContext.spawn`, `delegate`) run on their
-    parent's node and are in its local registry only. Use as a context manager to `stop()`
-    on exit.
+    registry. The registry actor itself is not restarted: losing it ends the cluster's
+    bookkeeping (start a new ClusterRuntime). Subagents a tool spawns (`ToolContext.spawn`,
+    `delegate`) run on their parent's node and are in its local registry only. Use as a
+    context manager to `stop()` on exit.
     """
 
     def __init__(

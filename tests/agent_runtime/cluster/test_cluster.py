@@ -145,12 +145,16 @@ def test_errors_come_back_with_their_facts(start_cluster: StartCluster) -> None:
             agent.prompt("another")
         assert busy.value.run_id == run_id
         assert agent.state().is_running
+        agent.steer("turn left")
+        assert len(agent.state().steering_queue) == 1
         agent.follow_up("later")
         assert len(agent.state().follow_up_queue) == 1
         assert agent.abort() is True
         end = list(sub.until_end(timeout=60, run_id=run_id))[-1]
     assert isinstance(end, Canceled) and end.reason == "user_abort"
     agent.wait_for_idle(timeout=30)
+    with pytest.raises(ValueError, match="max_queue"):
+        agent.subscribe(max_queue=0)
 
 
 def test_a_tool_that_cannot_be_pickled_is_refused_by_name(start_cluster: StartCluster) -> None:
