@@ -44,6 +44,7 @@ class NodeWatcher:
         self._lock = threading.Lock()  # guards the two dicts below; never held on a call
         self._infos: dict[str, NodeInfo] = dict(infos)  # live nodes only
         self._pending: dict[str, Any] = {}  # name -> the ping in flight
+        self._dead: set[str] = set()  # gone for good (restarts exhausted): not pinged again
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cluster-watcher", daemon=True)
         self._thread.start()
@@ -74,8 +75,10 @@ class NodeWatcher:
         """One round: ping every node without a ping in flight, read the answers that came."""
         ray = import_ray()
         for name, node in self._nodes.items():
-            if name not in self._pending:
+            if name not in self._pending and name not in self._dead:
                 self._pending[name] = node.info.remote()
+        if not self._pending:
+            return
         ready, _ = ray.wait(list(self._pending.values()), num_returns=len(self._pending), timeout=1)
         for name, ref in list(self._pending.items()):
             if ref not in ready:
@@ -84,6 +87,7 @@ class NodeWatcher:
             try:
                 info: NodeInfo = ray.get(ref)
             except ray.exceptions.ActorDiedError:
+                self._dead.add(name)
                 self._lose(name, None)  # gone for good: every agent it held is lost
                 continue
             except ray.exceptions.RayActorError:

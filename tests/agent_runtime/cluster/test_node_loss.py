@@ -81,3 +81,23 @@ def test_a_killed_node_gives_its_transient_agents_back_with_their_history(
     wait_until(lambda: cluster.registry.lookup(waiting.key) is not None, timeout=60)
     assert sorted(k.role for k, _ in cluster.registry.list()) == ["kept", "waiting"]
     assert cluster.nodes()[doomed].incarnation != old_incarnation  # Ray restarted it
+
+
+def test_a_node_gone_for_good_hands_its_transient_agents_to_a_live_node(
+    start_cluster: StartCluster, postgres_dsn: str, ray_session: Any
+) -> None:
+    config = RuntimeConfig.model_validate({"memory": {"store": "postgres", "dsn": postgres_dsn}})
+    cluster = start_cluster(config=config, max_restarts=0)
+    doomed, survivor = sorted(cluster.nodes())
+    kept = cluster.start_agent(
+        ("s1", "kept", 0), node=doomed, model=echo_model(), restart="transient"
+    )
+    assert kept.run("remember me", timeout=60).text == "echo: remember me"
+
+    ray_session.kill(cluster.node_actor(doomed), no_restart=True)
+
+    wait_until(lambda: kept.node == survivor, timeout=60, what="the agent on the live node")
+    history = [m.text for m in kept.state().messages if isinstance(m, UserMessage)]
+    assert "remember me" in history
+    wait_until(lambda: doomed not in cluster.nodes(), timeout=30)
+    assert cluster.start_agent(("s9", "new", 0), model=echo_model()).node == survivor
