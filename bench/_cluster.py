@@ -25,7 +25,7 @@ from bench._figures import NONE, USAGE, config, percentile
 NODES = 2
 ROUND_TRIPS = 200
 BURST_AGENTS = 200
-IDLE_AGENTS = 300  # spread over the nodes (least loaded): IDLE_AGENTS / NODES per node
+IDLE_AGENTS = 600  # spread over the nodes (least loaded): IDLE_AGENTS / NODES per node
 
 
 class NodeModel(FunctionModel):
