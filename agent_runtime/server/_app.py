@@ -96,10 +96,11 @@ class _LazyHub:
         await self.app(scope, receive, send)
 
 
-def protocol_routes(runtime: Any, modules: Sequence[str] = PROTOCOLS) -> list[BaseRoute]:
-    """The routes of every module of `modules` that is installed, in that order."""
+def protocol_routes(runtime: Any, modules: Sequence[str] | None = None) -> list[BaseRoute]:
+    """The routes of every module of `modules` (default `PROTOCOLS`) that is installed, in
+    that order; a module whose own dependency is missing is skipped with a warning."""
     routes: list[BaseRoute] = []
-    for name in modules:
+    for name in PROTOCOLS if modules is None else modules:
         if importlib.util.find_spec(name) is None:
             continue
         try:
