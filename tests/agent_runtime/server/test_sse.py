@@ -106,18 +106,17 @@ def test_a_session_stream_carries_each_event_of_its_agents_once(gw: Gateway) -> 
 
 def test_an_agent_started_by_the_application_is_streamed_too(gw: Gateway) -> None:
     agent = gw.runtime.start_agent(("app", "main", 0), model=ScriptedModel(["from the app"]))
-    with gw.client() as client:
-        with client.stream("GET", "/v1/agents/app/main/0/events") as response:
-            assert response.status_code == 200
-            lines = response.iter_lines()
-            assert next(lines).startswith("retry:")
-            agent.prompt("hello")  # after the stream is open: it is live from here
-            seen = []
-            for line in lines:
-                if line.startswith("event: "):
-                    seen.append(line[7:])
-                    if line[7:] in TERMINALS:
-                        break
+    seen = []
+    with gw.client() as client, client.stream("GET", "/v1/agents/app/main/0/events") as response:
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        assert next(lines).startswith("retry:")
+        agent.prompt("hello")  # after the stream is open: it is live from here
+        for line in lines:
+            if line.startswith("event: "):
+                seen.append(line[7:])
+                if line[7:] in TERMINALS:
+                    break
     assert seen[0] == "agent_start" and seen[-1] == "agent_end"
 
 
