@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import structlog
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,7 +31,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime.agent import Agent
 from agent_runtime.config import ServerConfig
 from agent_runtime.events import AgentEnd, Canceled, Error, is_terminal
-from agent_runtime.llm import from_config
+from agent_runtime.llm import ChatModel, from_config
 from agent_runtime.messages import AssistantMessage, Usage
 from agent_runtime.runtime._introspection import RuntimeTree, TreeNode
 from agent_runtime.server._errors import ApiError
@@ -55,6 +56,7 @@ from agent_runtime.server._sse import sse_response
 from supervisors import MaxChildrenReached
 
 B = TypeVar("B", bound=BaseModel)
+log = structlog.get_logger(__name__)
 AGENT = "/v1/agents/{session}/{role}/{index:int}"
 
 
@@ -92,9 +94,7 @@ class AgentApi:
         """The API's routes, in the order the OpenAPI document lists them."""
         return [
             Route("/v1/tree", self.tree, methods=["GET"]),
-            Route(AGENT, self.start, methods=["POST"]),
-            Route(AGENT, self.state, methods=["GET"]),
-            Route(AGENT, self.stop, methods=["DELETE"]),
+            Route(AGENT, self.agent, methods=["GET", "POST", "DELETE"]),
             Route(AGENT + "/prompt", self.prompt, methods=["POST"]),
             Route(AGENT + "/steer", self.steer, methods=["POST"]),
             Route(AGENT + "/follow_up", self.follow_up, methods=["POST"]),
@@ -146,6 +146,14 @@ class AgentApi:
         snapshot: RuntimeTree = self.runtime.tree()
         return JSONResponse(_visible(snapshot, principal).model_dump(mode="json"))
 
+    async def agent(self, request: Request) -> Response:
+        """One route for the three methods of an agent's URL, so a 405 lists all three."""
+        if request.method == "POST":
+            return await self.start(request)
+        if request.method == "DELETE":
+            return await self.stop(request)
+        return await self.state(request)
+
     async def start(self, request: Request) -> Response:
         key = self._key(request)
         options = await read_body(request, StartOptions)
@@ -157,10 +165,7 @@ class AgentApi:
                 known = ", ".join(self.runtime.tools.names()) or "none"
                 raise ApiError(422, f"unknown tool {name!r} (registered tools: {known})")
             tools.append(found)
-        try:
-            model = from_config(options.model, config=self.runtime.config)
-        except ConfigError as exc:
-            raise ApiError(422, str(exc)) from None
+        model = self._model(options.model)
         extra = options.model_dump(exclude={"model", "tools"}, exclude_none=True)
         try:
             agent: Agent = await self.runtime.astart_agent(key, model=model, tools=tools, **extra)
@@ -176,6 +181,27 @@ class AgentApi:
             agent=_ref(key), model=f"{info.provider}:{info.model}", tools=[t.name for t in tools]
         )
         return ok(started, 201)
+
+    def _model(self, name: str | None) -> ChatModel:
+        llm = self.runtime.config.llm
+        name = name or llm.default_profile
+        if name is None or (name not in llm.profiles and name not in llm.pools):
+            known = ", ".join(sorted([*llm.profiles, *llm.pools]))
+            what = (
+                "no model profile given and none is the default"
+                if name is None
+                else (f"unknown model profile {name!r}")
+            )
+            raise ApiError(422, f"{what} (configured profiles: {known})")
+        try:
+            return from_config(name, config=self.runtime.config)
+        except ConfigError as exc:  # a server-side problem: a missing API key, a plugin
+            log.warning("gateway.profile.unusable", profile=name, error=str(exc))
+            raise ApiError(
+                503,
+                f"model profile {name!r} is not usable on this server now (its configuration "
+                "is incomplete; the server's log says why)",
+            ) from None
 
     async def state(self, request: Request) -> Response:
         agent = self._agent(request)

@@ -116,8 +116,23 @@ _RESUME = [
 _AGENT_ERRORS = (400, 403, 404, 413, 422)
 
 
-def openapi_document() -> dict[str, Any]:
-    """The document (a fresh dict each call)."""
+def _start_options(schema: dict[str, Any], profiles: list[str], tools: list[str], default: bool):
+    """Name the server's profiles and tools in StartOptions, so a client (and the fuzzer)
+    knows which names this server accepts."""
+    properties = schema["properties"]
+    model: dict[str, Any] = {"enum": [*profiles, None] if default else profiles}
+    properties["model"] = {**model, "default": None}
+    if not default:
+        schema["required"] = ["model"]
+    items = (
+        {"type": "array", "items": {"enum": tools}} if tools else {"type": "array", "maxItems": 0}
+    )
+    properties["tools"] = {**items, "default": []}
+
+
+def openapi_document(runtime: Any = None) -> dict[str, Any]:
+    """The document (a fresh dict each call); with `runtime`, the start options list its
+    model profiles and pools and the tools of its registry by name."""
     agent = "/v1/agents/{session}/{role}/{index}"
     body_errors = (*_AGENT_ERRORS, 409)
     paths: dict[str, Any] = {
@@ -137,7 +152,6 @@ def openapi_document() -> dict[str, Any]:
                 _json("started", Started),
                 (*body_errors, 503),
                 StartOptions,
-                body_required=False,
             ),
             "get": _operation(
                 "The agent's state", 200, _json("its state", AgentState), _AGENT_ERRORS
@@ -197,11 +211,20 @@ def openapi_document() -> dict[str, Any]:
             "get": _operation("The session's events (SSE)", 200, _STREAM, (403, 404)),
         },
     }
+    schemas = _schemas()
+    if runtime is not None:
+        llm = runtime.config.llm
+        _start_options(
+            schemas["StartOptions"],
+            sorted([*llm.profiles, *llm.pools]),
+            sorted(runtime.tools.names()),
+            llm.default_profile is not None,
+        )
     return {
         "openapi": "3.1.0",
         "info": {"title": "agent-runtime gateway", "version": "1"},
         "components": {
-            "schemas": _schemas(),
+            "schemas": schemas,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
