@@ -116,7 +116,9 @@ _RESUME = [
 _AGENT_ERRORS = (400, 403, 404, 413, 422)
 
 
-def _start_options(schema: dict[str, Any], profiles: list[str], tools: list[str], default: bool):
+def _start_options(
+    schema: dict[str, Any], profiles: list[str], tools: list[str], default: bool
+) -> None:
     """Name the server's profiles and tools in StartOptions, so a client (and the fuzzer)
     knows which names this server accepts."""
     properties = schema["properties"]
