@@ -38,6 +38,7 @@ from agent_runtime.testing import FunctionModel, ScriptedModel, wait_until  # no
 ADMIN = "admin-token-0123456789"
 ALICE = "alice-token-0123456789"  # session "a" only
 TICK = 0.02  # seconds between the pieces of the `slow` model's answer
+CHATTY = 100  # pieces of the `chatty` model's answer
 
 
 async def _slow_answer(request: ChatRequest) -> AsyncIterator[str]:
@@ -47,6 +48,13 @@ async def _slow_answer(request: ChatRequest) -> AsyncIterator[str]:
         yield f"tick{i} "
 
 
+async def _chatty_answer(request: ChatRequest) -> AsyncIterator[str]:
+    """An answer of CHATTY pieces, streamed as fast as they go."""
+    for i in range(CHATTY):
+        await asyncio.sleep(0.001)
+        yield f"w{i} "
+
+
 def _quick(request: ChatRequest) -> str:
     return "done"
 
@@ -54,6 +62,7 @@ def _quick(request: ChatRequest) -> str:
 MODELS: dict[str, Callable[[], ChatModel]] = {
     "slow": lambda: FunctionModel(_slow_answer, record_requests=False),
     "quick": lambda: FunctionModel(_quick),
+    "chatty": lambda: FunctionModel(_chatty_answer, record_requests=False),
     "echo": lambda: ScriptedModel(echo=True),
 }
 
