@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
 from typing import Any
 
@@ -84,8 +86,19 @@ def run_serve(args: argparse.Namespace) -> int:
             app, host=args.host, port=args.port, access_log=False, log_level="warning"
         )
         print(f"agent-runtime gateway on http://{args.host}:{args.port}/", flush=True)
-        Server(settings).run()
+        # uvicorn raises the signal it handled again once it stopped: as KeyboardInterrupt
+        # (SIGTERM too, instead of its default of killing the process), so the runtime stops.
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            with contextlib.suppress(KeyboardInterrupt):
+                Server(settings).run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _refuse(message: str) -> int:
