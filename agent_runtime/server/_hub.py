@@ -12,7 +12,9 @@ event loop:
   registry (every `SWEEP_SECONDS`) or when a request names it, and its stream starts there.
 - When an agent stops for good, its stream gets a `stream_end` frame and closes; a new agent
   under the same key reopens it and its ids go on from there (a resuming client never sees
-  an id twice). At most `RETAINED` closed streams are kept, the oldest forgotten first.
+  an id twice). At most `RETAINED` closed streams are kept, the oldest forgotten first; so
+  are at most `RETAINED` streams of sessions without a live agent or a reader (a client
+  naming ever new sessions cannot grow the server's memory without bound).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class EventHub:
         self._feeds: dict[AgentKey, _Feed] = {}
         self._sessions: dict[str, ReplayBuffer] = {}
         self._retired: collections.OrderedDict[AgentKey, None] = collections.OrderedDict()
+        self._idle_sessions: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._sweeper: asyncio.Task[None] | None = None
         self._watching: dict[AgentKey, asyncio.Future[None]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -172,10 +175,23 @@ class EventHub:
             await asyncio.sleep(SWEEP_SECONDS)
 
     async def sweep(self) -> None:
-        """Watch every agent of the registry that the hub does not feed yet."""
+        """Watch every agent of the registry that the hub does not feed yet, and forget the
+        oldest idle session streams past `RETAINED`."""
         for key, agent in self.runtime.registry.list():
             feed = self._feeds.get(key)
             if feed is not None and feed.agent is agent:
                 continue
             with contextlib.suppress(AgentStopped):  # stopped meanwhile: nothing to feed
                 await self.watch(agent)
+        self._forget_idle_sessions()
+
+    def _forget_idle_sessions(self) -> None:
+        live = {key.session for key, feed in self._feeds.items() if feed.agent is not None}
+        for session, buffer in self._sessions.items():
+            if session in live or buffer.readers:
+                self._idle_sessions.pop(session, None)
+            elif session not in self._idle_sessions:
+                self._idle_sessions[session] = None
+        while len(self._idle_sessions) > RETAINED:
+            old, _ = self._idle_sessions.popitem(last=False)
+            self._sessions.pop(old, None)

@@ -39,6 +39,7 @@ class ReplayBuffer:
         self._last_id = 0
         self._changed = asyncio.Event()
         self.closed = False
+        self.readers = 0  # SSE responses reading it now (kept by `_sse.frames`)
 
     @property
     def last_id(self) -> int:

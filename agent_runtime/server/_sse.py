@@ -38,24 +38,28 @@ async def frames(
 ) -> AsyncIterator[bytes]:
     """The bytes of one SSE response (see the module docstring)."""
     cursor = buffer.last_id if last_seen is None else last_seen
-    yield f"retry: {RETRY_MS}\n\n".encode()
-    while True:
-        window = buffer.after(cursor)
-        chunk = bytearray()
-        if window.dropped:
-            chunk += b"id: %d\n" % (window.first_id - 1)
-            chunk += dropped_frame(window.dropped, agent)
-        for event_id, body in window.frames:
-            chunk += b"id: %d\n" % event_id
-            chunk += body
-        cursor = window.frames[-1][0] if window.frames else window.first_id - 1
-        if chunk:
-            yield bytes(chunk)
-            continue
-        if buffer.closed:
-            return
-        if not await buffer.wait(cursor, keepalive):
-            yield KEEPALIVE
+    buffer.readers += 1
+    try:
+        yield f"retry: {RETRY_MS}\n\n".encode()
+        while True:
+            window = buffer.after(cursor)
+            chunk = bytearray()
+            if window.dropped:
+                chunk += b"id: %d\n" % (window.first_id - 1)
+                chunk += dropped_frame(window.dropped, agent)
+            for event_id, body in window.frames:
+                chunk += b"id: %d\n" % event_id
+                chunk += body
+            cursor = window.frames[-1][0] if window.frames else window.first_id - 1
+            if chunk:
+                yield bytes(chunk)
+                continue
+            if buffer.closed:
+                return
+            if not await buffer.wait(cursor, keepalive):
+                yield KEEPALIVE
+    finally:
+        buffer.readers -= 1
 
 
 def sse_response(
