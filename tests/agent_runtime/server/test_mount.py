@@ -51,7 +51,7 @@ def test_a_mounted_gateway_keeps_its_auth_and_the_app_keeps_its_routes(
 def test_a_mounted_gateway_streams_events_without_its_lifespan(
     mounted: tuple[Runtime, str],
 ) -> None:
-    runtime, url = mounted
+    _, url = mounted
     with httpx.Client(base_url=f"{url}/gateway", headers=auth(), timeout=30) as client:
         started = client.post("/v1/agents/m/main/0", json={"model": "quick"})
         assert started.status_code == 201, started.text
