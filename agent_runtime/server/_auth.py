@@ -19,13 +19,18 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_runtime.server._principal import Principal, attach
 
 COOKIE = "agent_runtime_token"
 LOGIN_PATH = "/login"
+LOGIN_HINT = (
+    "<!doctype html><title>agent-runtime: log in</title><p>This page needs a token: open "
+    "<code>login?token=&lt;token&gt;</code> (a token of <code>[server.tokens]</code> or "
+    "of <code>agent-runtime serve --token</code>).</p>"
+)
 UNAUTHORIZED = (
     "a valid bearer token is required: send 'Authorization: Bearer <token>', or log in "
     "with /login?token=<token>"
@@ -107,7 +112,12 @@ class AuthMiddleware:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
                 return
-            await _refusal(401, UNAUTHORIZED)(scope, receive, send)
+            refusal = _refusal(401, UNAUTHORIZED)
+            if "text/html" in connection.headers.get("accept", ""):  # a person, at the page
+                refusal = HTMLResponse(
+                    LOGIN_HINT, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
+            await refusal(scope, receive, send)
             return
         attach(connection, principal)
         await self.app(scope, receive, send)

@@ -122,6 +122,13 @@ def test_login_sets_an_httponly_samesite_strict_cookie_that_authenticates(gw: Ga
         assert wrong.status_code == 401
 
 
+def test_a_browser_without_the_cookie_is_told_how_to_log_in(gw: Gateway) -> None:
+    with httpx.Client(base_url=gw.url, timeout=10) as client:
+        reply = client.get("/", headers={"Accept": "text/html,application/xhtml+xml"})
+    assert reply.status_code == 401 and "text/html" in reply.headers["content-type"]
+    assert "login?token=" in reply.text
+
+
 def test_the_mounted_protocol_routes_need_the_token_and_an_absent_module_is_skipped(
     gw: Gateway,
 ) -> None:
