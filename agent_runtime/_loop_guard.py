@@ -39,8 +39,9 @@ def refuse_on_loop(
     if on_event_loop_thread():
         raise RuntimeError(
             f"{what} would block the runtime's event loop: it was called on that loop's thread "
-            "(from an async def tool or a callback on the loop), where waiting freezes every "
-            f"agent of the runtime; use {instead} instead"
+            "(from an async def tool or a callback on the loop, or from the application's own "
+            "async code when the runtime shares its loop, as `Runtime.astart()` does by "
+            f"default), where waiting freezes every agent of the runtime; use {instead} instead"
         )
     try:
         asyncio.get_running_loop()

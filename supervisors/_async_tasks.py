@@ -12,16 +12,19 @@ import pykka
 
 from supervisors._actor import ExitReason, SupervisedActor, actor_of
 from supervisors._handle import ActorHandle
+from supervisors._hosted_loop import HostedEventLoop
+from supervisors._loop_tasks import LoopTasks
 from supervisors._loop_thread import EventLoopThread
 
 T = TypeVar("T")
 
 
 class EventLoopActor(SupervisedActor):
-    """Owns one EventLoopThread: stopping the actor stops the loop, and the loop thread dying
-    makes the actor exit abnormally (a crash its supervisor sees and restarts)."""
+    """Owns one loop's tasks (an EventLoopThread, or a HostedEventLoop): stopping the actor
+    stops them, and the loop dying makes the actor exit abnormally (a crash its supervisor
+    sees and restarts)."""
 
-    def __init__(self, loop_thread: EventLoopThread, stop_timeout: float) -> None:
+    def __init__(self, loop_thread: LoopTasks, stop_timeout: float) -> None:
         super().__init__()
         self.loop_thread = loop_thread
         self.stop_timeout = stop_timeout
@@ -62,10 +65,26 @@ class AsyncTaskSupervisor(ActorHandle):
         self._thread = actor.loop_thread
 
     @classmethod
-    def start(cls, name: str | None = None, *, stop_timeout: float = 5.0) -> AsyncTaskSupervisor:
-        """Start the loop thread and its owning actor."""
-        loop_thread = EventLoopThread(name or "loop-tasks")
-        return cls(EventLoopActor.start(loop_thread, stop_timeout))
+    def start(
+        cls,
+        name: str | None = None,
+        *,
+        stop_timeout: float = 5.0,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> AsyncTaskSupervisor:
+        """Start the loop thread and its owning actor.
+
+        With `loop` (an event loop another thread runs, such as an application's), no thread
+        is started: tasks run on that loop, and stopping cancels them but leaves the loop
+        running. Blocking calls made on that loop's thread are then refused as on a loop
+        thread of the supervisor's own (`on_event_loop_thread()` is True there).
+        """
+        tasks: LoopTasks
+        if loop is None:
+            tasks = EventLoopThread(name or "loop-tasks")
+        else:
+            tasks = HostedEventLoop(name or "loop-tasks", loop)
+        return cls(EventLoopActor.start(tasks, stop_timeout))
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

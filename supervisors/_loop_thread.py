@@ -6,15 +6,14 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Coroutine
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import structlog
 
 from supervisors._describe import describe
-from supervisors._errors import EventLoopDied
 from supervisors._intensity import Clock, RestartIntensity
+from supervisors._loop_tasks import LoopTasks, running_loop_adopted
 
 log = structlog.get_logger(__name__)
 
@@ -30,11 +29,14 @@ _here = threading.local()
 
 def on_event_loop_thread() -> bool:
     """True when the calling thread is the event-loop thread of an `AsyncTaskSupervisor`
-    (any of them): a call that blocks here stops every task of that loop."""
-    return getattr(_here, "loop_thread", None) is not None
+    (any of them, a loop it adopted included): a call that blocks here stops every task of
+    that loop."""
+    if getattr(_here, "loop_thread", None) is not None:
+        return True
+    return running_loop_adopted()
 
 
-class EventLoopThread:
+class EventLoopThread(LoopTasks):
     """An asyncio event loop running on a daemon thread until `stop`.
 
     Guarantees:
@@ -55,19 +57,11 @@ class EventLoopThread:
         resume_seconds: float = RESUME_SECONDS,
         clock: Clock = time.monotonic,
     ) -> None:
-        self.name = name
-        self.loop = asyncio.new_event_loop()
+        super().__init__(name, asyncio.new_event_loop())
         self.loop.set_exception_handler(self._on_loop_error)
         self._resumes = RestartIntensity(max_resumes, resume_seconds, clock)  # the thread's
         self._clock = clock
         self._last_resume = -float("inf")  # the thread's
-        self._lock = threading.Lock()
-        self._pending = 0
-        self._closed = False  # stop() was called, or the thread died
-        self._death: str | None = None
-        self._on_death: Callable[[str], None] | None = None
-        self._futures: set[Future[Any]] = set()  # of tasks not finished
-        self._tasks: set[asyncio.Task[Any]] = set()  # the loop thread's
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -131,21 +125,9 @@ class EventLoopThread:
                 self.loop.close()
 
     def _die(self, why: str) -> None:
-        with self._lock:
-            self._closed = True
-            self._death = why
-            on_death, self._on_death = self._on_death, None
-            futures = list(self._futures)
-            self._futures.clear()
-        log.error("tasks.loop.died", loop=self.name, reason=why, tasks=len(futures))
         with contextlib.suppress(Exception):
             self.loop.close()
-        if on_death is not None:
-            _report(on_death, why, self.name)
-        error = EventLoopDied(self.name, why)
-        for future in futures:
-            with contextlib.suppress(InvalidStateError):  # cancelled or ended meanwhile
-                future.set_exception(error)
+        super()._die(why)
 
     def _on_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if self._death is not None:
@@ -153,54 +135,7 @@ class EventLoopThread:
         exc = context.get("exception")
         log.error("tasks.loop.error", loop=self.name, message=context.get("message"), exc_info=exc)
 
-    # -- tasks ------------------------------------------------------------------------------------
-
-    def watch(self, on_death: Callable[[str], None]) -> None:
-        """Call `on_death(reason)` once if the thread dies (at once if it already has)."""
-        with self._lock:
-            why = self._death
-            if why is None:
-                self._on_death = on_death
-                return
-        _report(on_death, why, self.name)
-
-    async def _track(self, coro: Coroutine[Any, Any, T]) -> T:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            return await coro
-        finally:
-            self._tasks.discard(task)
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
-        """Run `coro` as a task on the loop; see `AsyncTaskSupervisor.submit`."""
-        if not asyncio.iscoroutine(coro):
-            raise TypeError(f"submit expects a coroutine, got {type(coro).__name__}")
-        with self._lock:
-            if self._closed:
-                coro.close()
-                why = f"stopped: {self._death}" if self._death else "stopped"
-                raise RuntimeError(f"async task supervisor {self.name!r} is {why}")
-            future = asyncio.run_coroutine_threadsafe(self._track(coro), self.loop)
-            self._pending += 1
-            self._futures.add(future)
-        future.add_done_callback(self._done)
-        return future
-
-    def _done(self, future: Future[Any]) -> None:
-        with self._lock:
-            self._pending -= 1
-            self._futures.discard(future)
-        if future.cancelled():
-            return
-        exc = future.exception()
-        if exc is not None and not isinstance(exc, EventLoopDied):
-            log.warning("tasks.task.failed", loop=self.name, error=describe(exc), exc_info=exc)
-
-    def active(self) -> int:
-        with self._lock:
-            return self._pending
+    # -- stopping -------------------------------------------------------------------------------
 
     def stop(self, timeout: float | None) -> bool:
         """Cancel every task, wait up to `timeout` for them to end, stop the loop and thread.
@@ -208,23 +143,13 @@ class EventLoopThread:
         Returns True if everything ended in time; a task that ignores cancellation past the
         timeout is abandoned with its (daemon) thread.
         """
-        with self._lock:
-            if self._closed:
-                return not self._thread.is_alive()
-            self._closed = True
+        if not self._refuse_new():
+            return not self._thread.is_alive()
         if self.loop.is_closed():
             return True
-
-        async def cancel_all() -> None:
-            tasks = [t for t in self._tasks if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                await asyncio.wait(tasks, timeout=timeout)
-
         finished = True
         try:
-            cancelled = asyncio.run_coroutine_threadsafe(cancel_all(), self.loop)
+            cancelled = asyncio.run_coroutine_threadsafe(self._cancel_all(timeout), self.loop)
         except RuntimeError:
             pass  # the loop was closed meanwhile
         else:
@@ -236,7 +161,7 @@ class EventLoopThread:
         if self._thread.is_alive():
             log.warning("tasks.loop.abandoned", loop=self.name)
             return False
-        return finished and not any(not t.done() for t in self._tasks)
+        return finished and not self._unfinished()
 
     def _wait(self, future: Future[None], timeout: float | None) -> bool:
         """Wait for `future` up to `timeout`, or until the thread ends (then it never will)."""
@@ -253,10 +178,3 @@ class EventLoopThread:
                     return False
             except Exception:  # the loop was closed with it pending
                 return False
-
-
-def _report(on_death: Callable[[str], None], why: str, name: str) -> None:
-    try:
-        on_death(why)
-    except Exception:
-        log.exception("tasks.loop.death_callback_failed", loop=name)

@@ -61,15 +61,22 @@ class AsyncStart:
     """What `Runtime.astart()` returns: await it for the runtime, or use it as an async
     context manager (the runtime stops with `astop` on exit)."""
 
-    def __init__(self, start: Callable[[], Runtime]) -> None:
+    def __init__(
+        self, start: Callable[[asyncio.AbstractEventLoop | None], Runtime], share_loop: bool
+    ) -> None:
         self._start = start
+        self._share_loop = share_loop
         self._runtime: Runtime | None = None
 
+    async def _started(self) -> Runtime:
+        loop = asyncio.get_running_loop() if self._share_loop else None
+        return await asyncio.to_thread(self._start, loop)
+
     def __await__(self) -> Generator[Any, None, Runtime]:
-        return asyncio.to_thread(self._start).__await__()
+        return self._started().__await__()
 
     async def __aenter__(self) -> Runtime:
-        self._runtime = await asyncio.to_thread(self._start)
+        self._runtime = await self._started()
         return self._runtime
 
     async def __aexit__(
@@ -87,17 +94,25 @@ class Runtime:
 
     The root's children, started in this order and stopped in reverse: `abort_table`,
     `registry` (actors that own the shared tables), `subagents` (a DynamicSupervisor of
-    agents), `loop_tasks` (an AsyncTaskSupervisor: the one event-loop thread that runs every
-    run's loop and all LLM I/O) and `tool_tasks` (a TaskSupervisor for synchronous tools).
+    agents), `loop_tasks` (an AsyncTaskSupervisor: the one event loop that runs every run's
+    loop and all LLM I/O, on a thread of its own, or on the host application's loop when
+    started with `astart(share_loop=True)`) and `tool_tasks` (a TaskSupervisor for synchronous
+    tools).
     The tables belong to this object, so a restart of their owner actors loses nothing.
     Several runtimes live in one process independently. Use as a context manager to stop
     it on exit. `tree()` and `stats()` show what it is doing without waiting on it; with
     `telemetry.status_socket` set, it serves them on that Unix socket (`agent-runtime top`).
     """
 
-    def __init__(self, config: RuntimeConfig, name: str) -> None:
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        name: str,
+        host_loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         self.config = config
         self.name = name
+        self._host_loop = host_loop  # the application's, when the runtime shares it
         self.abort_table = AbortTable()
         self.registry: AgentRegistry[Any] = AgentRegistry()
         self._lock = threading.Lock()
@@ -146,6 +161,16 @@ class Runtime:
                 or `telemetry.status_socket` cannot be served (the message says why).
             TypeError: `config` is of another type.
         """
+        return cls._start(config, name, configure_logging, None)
+
+    @classmethod
+    def _start(
+        cls,
+        config: RuntimeConfig | str | os.PathLike[str] | None,
+        name: str | None,
+        configure_logging: bool,
+        host_loop: asyncio.AbstractEventLoop | None,
+    ) -> Runtime:
         if config is None or isinstance(config, str | os.PathLike):
             config = load_config(config)
         elif not isinstance(config, RuntimeConfig):
@@ -158,7 +183,7 @@ class Runtime:
         path = config.telemetry.status_socket
         status_socket = StatusSocket.bind(path) if path is not None else None  # fails first
         try:
-            runtime = cls(config, name or f"runtime-{next(_runtime_ids)}")
+            runtime = cls(config, name or f"runtime-{next(_runtime_ids)}", host_loop)
             runtime._start_tree()
         except BaseException:
             if status_socket is not None:
@@ -178,11 +203,29 @@ class Runtime:
         *,
         name: str | None = None,
         configure_logging: bool = True,
+        share_loop: bool = True,
     ) -> AsyncStart:
         """`start` for asyncio hosts, on a worker thread so the host's loop goes on:
         `runtime = await Runtime.astart(...)`, or `async with Runtime.astart(...) as runtime:`
-        (stopped with `astop` on exit). Errors are those of `start`, raised when awaited."""
-        return AsyncStart(lambda: cls.start(config, name=name, configure_logging=configure_logging))
+        (stopped with `astop` on exit). Errors are those of `start`, raised when awaited.
+
+        With `share_loop` (the default) the runtime does its event-loop work (every run's
+        loop, all LLM I/O, `async def` tools) as tasks on the loop that awaits this, instead
+        of on a thread of its own: the events a host streams are made on its own loop, with
+        no second thread competing with it for the GIL. Its agents stay actors on threads of
+        their own. Then:
+        - stop the runtime (`await runtime.astop()`, or leave the `async with`) before that
+          loop ends; a runtime whose loop was closed under it fails what is left on it with
+          `EventLoopDied`;
+        - blocking calls (`agent.run()`, `runtime.stop()`, ...) on that loop's thread raise
+          RuntimeError naming their async twin, as they would on the runtime's own loop;
+        - an `async def` tool that blocks (CPU work, a synchronous client) holds the host's
+          requests too: make such tools plain `def` (they run in `tool_tasks`).
+        `share_loop=False` gives the runtime its own event-loop thread, as `start` does.
+        """
+        return AsyncStart(
+            lambda loop: cls._start(config, name, configure_logging, loop), share_loop
+        )
 
     def _start_tree(self) -> None:
         sup = self.config.supervision
@@ -199,7 +242,7 @@ class Runtime:
 
         def start_loop_tasks() -> pykka.ActorRef[Any]:
             handle = AsyncTaskSupervisor.start(
-                name=f"{self.name}.loop_tasks", stop_timeout=sup.shutdown
+                name=f"{self.name}.loop_tasks", stop_timeout=sup.shutdown, loop=self._host_loop
             )
             self._loop_tasks = handle
             return handle.ref
@@ -427,7 +470,12 @@ class Runtime:
             RuntimeError: awaited on this runtime's own event loop (from one of its tools).
         """
         loop_tasks = self._loop_tasks
-        if loop_tasks is not None and asyncio.get_running_loop() is loop_tasks.loop:
+        on_own_loop = (
+            self._host_loop is None
+            and loop_tasks is not None
+            and asyncio.get_running_loop() is loop_tasks.loop
+        )
+        if on_own_loop:
             raise RuntimeError(
                 "Runtime.astop() awaited on the runtime's own event loop (from a tool): "
                 "a runtime cannot wait for its own loop to stop"

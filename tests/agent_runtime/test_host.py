@@ -70,6 +70,47 @@ def test_astart_raises_the_start_errors_when_awaited() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("share_loop", [True, False])
+def test_astart_runs_the_runtime_s_loop_work_on_the_host_loop_unless_told_not_to(
+    share_loop: bool,
+) -> None:
+    seen: list[tuple[asyncio.AbstractEventLoop, int]] = []
+
+    @tool
+    async def where(ctx: ToolContext) -> str:
+        """Say where async tools (and every run's loop) run."""
+        seen.append((asyncio.get_running_loop(), threading.get_ident()))
+        return "here"
+
+    async def main() -> tuple[asyncio.AbstractEventLoop, int]:
+        async with Runtime.astart(CONFIG, share_loop=share_loop) as runtime:
+            model = ScriptedModel(
+                [ScriptedTurn(tool_calls=[{"id": "c1", "name": "where", "arguments": {}}]), "ok"]
+            )
+            agent = await runtime.astart_agent(("s", "a", 0), model=model, tools=[where])
+            assert (await agent.arun("go", timeout=10)).text == "ok"
+        return asyncio.get_running_loop(), threading.get_ident()
+
+    host = asyncio.run(main())
+    assert len(seen) == 1
+    assert (seen[0] == host) is share_loop
+
+
+def test_blocking_calls_on_a_shared_host_loop_raise_naming_the_async_twin() -> None:
+    async def main() -> None:
+        async with Runtime.astart(CONFIG) as runtime:
+            agent = await runtime.astart_agent(("s", "a", 0), model=ScriptedModel(["hi"]))
+            # Waiting here would wait for work only this very thread can do.
+            with pytest.raises(RuntimeError, match="astop"):
+                runtime.stop()
+            with pytest.raises(RuntimeError, match="arun"):
+                agent.run("go")
+            assert runtime.alive
+            assert (await agent.arun("go", timeout=10)).text == "hi"
+
+    asyncio.run(main())
+
+
 def test_astop_awaited_on_the_runtime_s_own_loop_is_refused() -> None:
     seen: list[str] = []
 
