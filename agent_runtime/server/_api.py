@@ -36,7 +36,7 @@ from agent_runtime.messages import AssistantMessage, Usage
 from agent_runtime.runtime._introspection import RuntimeTree, TreeNode
 from agent_runtime.server._errors import ApiError
 from agent_runtime.server._hub import EventHub
-from agent_runtime.server._limits import too_large
+from agent_runtime.server._limits import too_long
 from agent_runtime.server._principal import Principal, principal_of, require_session
 from agent_runtime.server._schemas import (
     AbortBody,
@@ -125,7 +125,7 @@ class AgentApi:
         limit = self.settings.max_prompt_chars
         for text in texts:
             if text is not None and len(text) > limit:
-                raise ApiError(413, too_large(limit, "prompt"))
+                raise ApiError(413, too_long(limit))
 
     async def _call(self, agent: Agent, fn: Callable[[], Any]) -> Any:
         try:

@@ -15,10 +15,20 @@ class BodyTooLarge(Exception):
     """A request body went past the bound while a route read it."""
 
 
-def too_large(limit: int, what: str = "request body") -> str:
-    """The message of a 413 for `what` over `limit`."""
-    unit = "bytes" if what == "request body" else "characters"
-    return f"the {what} is larger than the server accepts ({limit} {unit}; server.max_*)"
+def too_large(limit: int) -> str:
+    """The message of a 413 for a body over `limit` bytes."""
+    return (
+        f"the request body is larger than the server accepts ({limit} bytes, server.max_body_bytes)"
+    )
+
+
+def too_long(limit: int) -> str:
+    """The message of a 413 for a prompt (or steering, follow-up, system prompt text) over
+    `limit` characters."""
+    return (
+        "the prompt or message text is longer than the server accepts "
+        f"({limit} characters, server.max_prompt_chars)"
+    )
 
 
 class BodyLimitMiddleware:

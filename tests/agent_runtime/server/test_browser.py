@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def gw() -> Iterator[Gateway]:
 
 
 @pytest.fixture
-def page(tmp_path: Path) -> Iterator[object]:
+def page(tmp_path: Path) -> Iterator[Any]:
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path / "profile"),  # a fresh --user-data-dir
@@ -61,26 +62,25 @@ def page(tmp_path: Path) -> Iterator[object]:
             context.close()
 
 
-def test_the_page_shows_an_agent_running_and_aborts_it(gw: Gateway, page: object) -> None:
+def test_the_page_shows_an_agent_running_and_aborts_it(gw: Gateway, page: Any) -> None:
     expect = sync_api.expect
-    p = page  # a playwright Page
-    p.goto(f"{gw.url}/login?token={ADMIN}")  # type: ignore[attr-defined]
-    assert p.url == f"{gw.url}/"  # type: ignore[attr-defined]  # the cookie is set, the token gone
-    row = p.locator('tr[data-key="web/main/0"]')  # type: ignore[attr-defined]
+    page.goto(f"{gw.url}/login?token={ADMIN}")
+    assert page.url == f"{gw.url}/"  # the cookie is set, the token is out of the address bar
+    row = page.locator('tr[data-key="web/main/0"]')
     expect(row).to_be_visible()
     row.click()
-    expect(p.locator("#selected")).to_have_text("web/main/0")  # type: ignore[attr-defined]
+    expect(page.locator("#selected")).to_have_text("web/main/0")
 
-    p.fill("#prompt-text", "count for me")  # type: ignore[attr-defined]
-    p.click("#prompt")  # type: ignore[attr-defined]
+    page.fill("#prompt-text", "count for me")
+    page.click("#prompt")
     # The run streams onto the page: the answer grows, the tree shows it running.
-    expect(p.locator("#answer")).to_contain_text("tick5")  # type: ignore[attr-defined]
+    expect(page.locator("#answer")).to_contain_text("tick5")
     expect(row.locator("td").nth(1)).to_have_text("running")
-    expect(p.locator("#log")).to_contain_text("message_update")  # type: ignore[attr-defined]
-    p.screenshot(path=str(Path(os.environ.get("GATEWAY_SCREENSHOT", "running.png"))))  # type: ignore[attr-defined]
+    expect(page.locator("#log")).to_contain_text("message_update")
+    page.screenshot(path=str(Path(os.environ.get("GATEWAY_SCREENSHOT", "running.png"))))
 
-    p.click("#abort")  # type: ignore[attr-defined]
-    expect(p.locator("#log")).to_contain_text(re.compile(r"canceled user_abort"))  # type: ignore[attr-defined]
+    page.click("#abort")
+    expect(page.locator("#log")).to_contain_text(re.compile(r"canceled user_abort"))
     expect(row.locator("td").nth(1)).to_have_text("idle")
     key = ("web", "main", 0)
     wait_until(lambda: gw.runtime.tree().agent(key).status == "idle", timeout=10)

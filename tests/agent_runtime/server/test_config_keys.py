@@ -76,7 +76,7 @@ def test_max_prompt_chars_answers_413_for_a_longer_prompt_steer_or_follow_up() -
         for action in ("prompt", "steer", "follow_up", "run"):
             reply = client.post(f"/v1/agents/s/main/0/{action}", json={"text": "x" * 11})
             assert reply.status_code == 413, action
-            assert "prompt is larger" in reply.json()["error"]
+            assert "longer than the server accepts (10 characters" in reply.json()["error"]
         assert client.post("/v1/agents/s/main/0/run", json={"text": "x" * 10}).status_code == 200
         start = client.post(
             "/v1/agents/s/other/0", json={"model": "quick", "system_prompt": "y" * 11}
