@@ -32,7 +32,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime.agent import Agent
 from agent_runtime.event_stream import Subscription
 from agent_runtime.server._replay import ReplayBuffer
-from agent_runtime.server._wire import end_frame, event_frame
+from agent_runtime.server._wire import Frame, end_frame
 
 log = structlog.get_logger(__name__)
 
@@ -44,7 +44,7 @@ SUBSCRIPTION_QUEUE = 10_000
 @dataclass(eq=False)
 class _Feed:
     key: AgentKey
-    buffer: ReplayBuffer
+    buffer: ReplayBuffer[Frame]
     agent: Any = None  # the Agent watched now (None once it stopped)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     sub: Subscription | None = field(default=None, repr=False)
@@ -58,7 +58,7 @@ class EventHub:
         self.runtime = runtime
         self.capacity = capacity
         self._feeds: dict[AgentKey, _Feed] = {}
-        self._sessions: dict[str, ReplayBuffer] = {}
+        self._sessions: dict[str, ReplayBuffer[Frame]] = {}
         self._retired: collections.OrderedDict[AgentKey, None] = collections.OrderedDict()
         self._idle_sessions: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._sweeper: asyncio.Task[None] | None = None
@@ -94,20 +94,20 @@ class EventHub:
 
     # -- buffers ----------------------------------------------------------------------------
 
-    def agent_buffer(self, key: AgentKey) -> ReplayBuffer | None:
+    def agent_buffer(self, key: AgentKey) -> ReplayBuffer[Frame] | None:
         """The stream of the agent `key`, if the hub knows it (live or recently stopped)."""
         feed = self._feeds.get(key)
         return None if feed is None else feed.buffer
 
-    def session_buffer(self, session: str) -> ReplayBuffer:
+    def session_buffer(self, session: str) -> ReplayBuffer[Frame]:
         """The stream of `session` (made on first use: a client may listen before the
         session's first agent starts)."""
         buffer = self._sessions.get(session)
         if buffer is None:
-            buffer = self._sessions[session] = ReplayBuffer(self.capacity)
+            buffer = self._sessions[session] = ReplayBuffer[Frame](self.capacity)
         return buffer
 
-    async def watch(self, agent: Agent) -> ReplayBuffer:
+    async def watch(self, agent: Agent) -> ReplayBuffer[Frame]:
         """Feed `agent`'s events into its stream from now on (at once if already fed).
 
         Raises:
@@ -129,7 +129,7 @@ class EventHub:
                 agent.subscribe, max_queue=SUBSCRIPTION_QUEUE, overflow="drop_oldest"
             )
             if feed is None:
-                feed = self._feeds[key] = _Feed(key, ReplayBuffer(self.capacity))
+                feed = self._feeds[key] = _Feed(key, ReplayBuffer[Frame](self.capacity))
             self._retired.pop(key, None)
             feed.buffer.closed = False
             feed.agent, feed.sub = agent, sub
@@ -143,11 +143,11 @@ class EventHub:
         session_of = feed.key.session
         try:
             async for event in sub:
-                body = event_frame(event)
-                feed.buffer.append(body)
+                frame = Frame.of(event)  # encoded when first read, once for both streams
+                feed.buffer.append(frame)
                 origin = event.agent if event.agent is not None else feed.key
                 if origin == feed.key:
-                    self.session_buffer(session_of).append(body)
+                    self.session_buffer(session_of).append(frame)
         except asyncio.CancelledError:
             raise
         except Exception:  # a broken subscription must not take the server down

@@ -16,26 +16,29 @@ import asyncio
 import collections
 import itertools
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
+class Window(Generic[T]):
     """What a reader that last saw id `after` gets now: `dropped` frames it can no longer
     have (they fell out of the buffer), then `frames` as `(id, bytes)` in id order."""
 
     dropped: int
     first_id: int  # the id of the first frame it can have (after + dropped + 1)
-    frames: list[tuple[int, bytes]]
+    frames: list[tuple[int, T]]
 
 
-class ReplayBuffer:
+class ReplayBuffer(Generic[T]):
     """The last `capacity` frames of one stream, numbered from 1 (see the module docstring)."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"invalid replay buffer capacity {capacity!r} (expected >= 1)")
         self.capacity = capacity
-        self._frames: collections.deque[bytes] = collections.deque(maxlen=capacity)
+        self._frames: collections.deque[T] = collections.deque(maxlen=capacity)
         self._last_id = 0
         self._changed = asyncio.Event()
         self.closed = False
@@ -54,7 +57,7 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return len(self._frames)
 
-    def append(self, frame: bytes) -> int:
+    def append(self, frame: T) -> int:
         """Keep `frame` as the next id (returned); the oldest frame falls out when full."""
         self._last_id += 1
         self._frames.append(frame)
@@ -66,7 +69,7 @@ class ReplayBuffer:
         self.closed = True
         self._wake()
 
-    def after(self, last_seen: int) -> Window:
+    def after(self, last_seen: int) -> Window[T]:
         """The frames a reader that last saw id `last_seen` has not seen yet.
 
         A `last_seen` beyond the newest id (a client of an earlier server process, whose ids

@@ -17,7 +17,7 @@ from starlette.responses import StreamingResponse
 
 from agent_runtime._key import AgentKey
 from agent_runtime.server._replay import ReplayBuffer
-from agent_runtime.server._wire import dropped_frame
+from agent_runtime.server._wire import Frame, dropped_frame
 
 RETRY_MS = 1000
 KEEPALIVE = b": keepalive\n\n"
@@ -34,7 +34,10 @@ def last_event_id(request: Request) -> int | None:
 
 
 async def frames(
-    buffer: ReplayBuffer, last_seen: int | None, agent: AgentKey | None, keepalive: float
+    buffer: ReplayBuffer[Frame],
+    last_seen: int | None,
+    agent: AgentKey | None,
+    keepalive: float,
 ) -> AsyncIterator[bytes]:
     """The bytes of one SSE response (see the module docstring)."""
     cursor = buffer.last_id if last_seen is None else last_seen
@@ -47,9 +50,9 @@ async def frames(
             if window.dropped:
                 chunk += b"id: %d\n" % (window.first_id - 1)
                 chunk += dropped_frame(window.dropped, agent)
-            for event_id, body in window.frames:
+            for event_id, frame in window.frames:
                 chunk += b"id: %d\n" % event_id
-                chunk += body
+                chunk += frame.body()
             cursor = window.frames[-1][0] if window.frames else window.first_id - 1
             if chunk:
                 yield bytes(chunk)
@@ -63,7 +66,7 @@ async def frames(
 
 
 def sse_response(
-    request: Request, buffer: ReplayBuffer, agent: AgentKey | None, keepalive: float
+    request: Request, buffer: ReplayBuffer[Frame], agent: AgentKey | None, keepalive: float
 ) -> StreamingResponse:
     """The SSE response of `buffer` for `request` (resumed from its last event id)."""
     return StreamingResponse(

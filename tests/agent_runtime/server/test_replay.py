@@ -4,15 +4,19 @@ number of kept streams bounded."""
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent_runtime.events import MessageDelta, MessageUpdate
+from agent_runtime.messages import AssistantMessage
 from agent_runtime.server import _hub
 from agent_runtime.server._hub import EventHub
 from agent_runtime.server._replay import ReplayBuffer
+from agent_runtime.server._wire import Frame
 
 
 @given(
@@ -74,3 +78,19 @@ def test_streams_of_sessions_nobody_uses_are_bounded(monkeypatch: pytest.MonkeyP
         return len(hub._sessions)
 
     assert asyncio.run(scenario()) <= 3 + 1
+
+
+def test_a_message_update_frame_is_encoded_once_without_building_the_message() -> None:
+    def snapshot() -> AssistantMessage:
+        raise AssertionError("the growing message was built")
+
+    update = MessageUpdate.deferred(
+        snapshot, MessageDelta(kind="text", content_index=0, delta="hi"), run_id="r", seq=4
+    )
+    frame = Frame.of(update)
+    body = frame.body()
+    assert frame.body() is body  # once, however many readers
+    event_line, data_line = body.decode().strip().split("\n")
+    assert event_line == "event: message_update"
+    data = json.loads(data_line.removeprefix("data: "))
+    assert (data["delta"]["delta"], data["seq"], "message" in data) == ("hi", 4, False)
