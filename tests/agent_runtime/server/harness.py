@@ -74,13 +74,13 @@ def _build(name: str, profile: ModelProfile, config: RuntimeConfig) -> ChatModel
 register_profile_kind("gateway_test", _build)
 
 
-def gateway_config(**server: Any) -> RuntimeConfig:
-    """A runtime config with the test profiles (`slow`, `quick`, `echo`) and two tokens:
-    ADMIN (every session) and ALICE (session `a`)."""
+def gateway_config(models: tuple[str, ...] = tuple(MODELS), **server: Any) -> RuntimeConfig:
+    """A runtime config with the test profiles `models` (of `slow`, `quick`, `chatty`,
+    `echo`) and two tokens: ADMIN (every session) and ALICE (session `a`)."""
     # Only profiles that build here (no API key needed): the fuzzer tries each one.
     profiles = {
         "scripted": LLMConfig().profiles["scripted"],
-        **{n: ModelProfile(provider="gateway_test", model=n) for n in MODELS},
+        **{n: ModelProfile(provider="gateway_test", model=n) for n in models},
     }
     tokens = {
         "admin": ServerTokenConfig(token=ADMIN),
@@ -140,9 +140,9 @@ def serving(app: Any) -> Iterator[str]:
 
 
 @contextmanager
-def gateway(**server: Any) -> Iterator[Gateway]:
-    """A runtime and its gateway on loopback (see `gateway_config` for `server` options)."""
-    with Runtime.start(gateway_config(**server)) as runtime:
+def gateway(models: tuple[str, ...] = tuple(MODELS), **server: Any) -> Iterator[Gateway]:
+    """A runtime and its gateway on loopback (see `gateway_config` for the options)."""
+    with Runtime.start(gateway_config(models, **server)) as runtime:
         app = asgi_app(runtime)
         with serving(app) as url:
             yield Gateway(runtime, url, app)
