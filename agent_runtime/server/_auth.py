@@ -9,6 +9,8 @@ Guarantees:
 - Tokens are compared in constant time: SHA-256 digests, `hmac.compare_digest`, every token
   of the table compared on every request (no early exit telling which one nearly matched).
 - A token never appears in a log line or an error body; a principal is logged by its name.
+- Without tokens (`--insecure-no-auth`) only requests whose Host is 127.0.0.1, localhost or
+  [::1] are served (403 otherwise), which a DNS-rebinding page cannot fake.
 """
 
 from __future__ import annotations
@@ -104,6 +106,13 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         connection = HTTPConnection(scope)
+        if self.tokens.open_access and not _loopback_host(connection):
+            # Without tokens only this machine may call: a page elsewhere that rebinds its DNS
+            # name to 127.0.0.1 still sends its own name as Host.
+            await _refusal(403, "without tokens the gateway answers only to 127.0.0.1")(
+                scope, receive, send
+            )
+            return
         if _route_path(scope) == LOGIN_PATH and scope["type"] == "http":
             await self.app(scope, receive, send)
             return
@@ -121,6 +130,12 @@ class AuthMiddleware:
             return
         attach(connection, principal)
         await self.app(scope, receive, send)
+
+
+def _loopback_host(connection: HTTPConnection) -> bool:
+    host = connection.headers.get("host", "")
+    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
+    return name in ("127.0.0.1", "localhost", "[::1]")
 
 
 def _route_path(scope: Scope) -> str:

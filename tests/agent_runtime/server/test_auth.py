@@ -155,7 +155,7 @@ def test_tokens_are_compared_in_constant_time_against_every_entry(
     assert calls == [32] * 10  # every entry, both times, digests of one length
 
 
-def test_the_app_refuses_to_be_made_without_a_token_unless_insecure() -> None:
+def test_the_app_refuses_to_be_made_without_a_token_unless_insecure_then_loopback_only() -> None:
     config = gateway_config(tokens={})
     with Runtime.start(config) as runtime:
         with pytest.raises(ConfigError, match="--insecure-no-auth"):
@@ -163,6 +163,10 @@ def test_the_app_refuses_to_be_made_without_a_token_unless_insecure() -> None:
         app = asgi_app(runtime, insecure_no_auth=True)
         with serving(app) as url, httpx.Client(base_url=url) as client:
             assert client.get("/v1/tree").status_code == 200
+            assert client.get("/v1/tree", headers={"Host": "localhost:80"}).status_code == 200
+            # A page whose DNS name was rebound to 127.0.0.1 sends its own name as Host.
+            rebound = client.get("/v1/tree", headers={"Host": "evil.example:8000"})
+            assert rebound.status_code == 403
 
 
 def test_a_token_from_the_environment_is_read_and_an_unset_one_is_a_clear_error(
