@@ -128,6 +128,11 @@ class EventHub:
             sub = await asyncio.to_thread(
                 agent.subscribe, max_queue=SUBSCRIPTION_QUEUE, overflow="drop_oldest"
             )
+            if self.closed:  # the gateway shut down meanwhile: feed nothing
+                sub.close()
+                ended = feed.buffer if feed is not None else ReplayBuffer[Frame](1)
+                ended.close()
+                return ended
             if feed is None:
                 feed = self._feeds[key] = _Feed(key, ReplayBuffer[Frame](self.capacity))
             self._retired.pop(key, None)
