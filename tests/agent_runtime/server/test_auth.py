@@ -195,3 +195,23 @@ def test_an_internal_failure_is_a_500_without_detail(
     assert reply.status_code == 500
     assert "secret-detail" not in reply.text and ".py" not in reply.text
     assert reply.json()["error"].startswith("internal error")
+
+
+def test_the_installed_protocol_endpoints_are_mounted_behind_the_same_authentication() -> None:
+    with gateway() as gw:
+        mounted = [
+            (method, route.path)
+            for route in _app.protocol_routes(gw.runtime)
+            for method in sorted(getattr(route, "methods", None) or {"GET"})
+            if method != "HEAD"
+        ]
+        if not mounted:
+            pytest.skip("no protocol module is installed (agent_runtime/server/_agui.py, ...)")
+        served = {getattr(route, "path", None) for route in gw.app.routes}
+        with httpx.Client(base_url=gw.url, timeout=10) as anonymous, gw.client(ALICE) as alice:
+            for method, path in mounted:
+                assert path in served, path
+                url = _concrete(path.replace("{index:int}", "{index}"), "b")
+                assert _call(anonymous, method, url, json={}).status_code == 401, path
+                if "{session}" in path:  # a token of session a only: 403 for session b
+                    assert _call(alice, method, url, json={}).status_code == 403, path
