@@ -39,7 +39,6 @@ class RunEvents:
         self._sub = sub
         self._abort = abort
         self._abort_on_close = abort_on_close
-        self._events = sub.auntil_end(run_id=run_id)
         self._ended = False
         self._closed = False
 
@@ -50,13 +49,15 @@ class RunEvents:
         if self._closed:
             raise StopAsyncIteration
         try:
-            event = await anext(self._events)
-        except StopAsyncIteration:
-            self.close()
-            raise
+            # The subscription's own step, not its `auntil_end` generator: one async layer
+            # less per event on the reader's loop.
+            event = await self._sub._anext(None)
         except BaseException:
             self.close()
             raise
+        if event is None:  # the subscription ended (closed) before the run did
+            self.close()
+            raise StopAsyncIteration
         if is_terminal(event) and event.run_id == self.run_id and event.agent == self.key:
             self._ended = True
             self.close()
@@ -75,8 +76,6 @@ class RunEvents:
     async def aclose(self) -> None:
         """`close()` for `contextlib.aclosing` and asyncio code."""
         self.close()
-        with contextlib.suppress(RuntimeError):  # the generator was not started
-            await self._events.aclose()  # type: ignore[attr-defined]
 
     async def __aenter__(self) -> RunEvents:
         return self

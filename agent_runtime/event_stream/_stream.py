@@ -560,8 +560,11 @@ class EventStream:
         self, fut: asyncio.Future[None], waiters: AsyncWaiters, timeout: float | None
     ) -> None:
         try:
-            async with asyncio.timeout(timeout):
+            if timeout is None:
                 await fut
+            else:
+                async with asyncio.timeout(timeout):
+                    await fut
         finally:
             if not fut.done() or fut.cancelled():
                 with self._lock:

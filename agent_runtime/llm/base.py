@@ -6,6 +6,7 @@ the port, does not import this module back) and is re-exported here, its public 
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import TypeVar
@@ -97,14 +98,9 @@ class BaseChatModel(ABC):
         Raises (while iterating):
             CapabilityNotSupportedError, LLMError, Aborted: as for `generate`.
         """
-        return self._checked_stream(request, signal)
-
-    async def _checked_stream(
-        self, request: ChatRequest, signal: AbortSignal | None
-    ) -> AsyncIterator[StreamChunk]:
-        self.check_capabilities(request, streaming=True)
-        async for chunk in iterate_abortable(self._stream(request), signal):
-            yield chunk
+        # One generator, not a checking one around it: this is every streamed token's path.
+        check = functools.partial(self.check_capabilities, request, streaming=True)
+        return iterate_abortable(self._stream(request), signal, check)
 
     async def prompt(
         self, text: str, system: str | None = None, *, signal: AbortSignal | None = None
