@@ -1,4 +1,5 @@
-"""The package's licence as a user sees it: an SPDX string in pyproject.toml, the text in LICENSE."""
+"""The package's licence as a user sees it: an SPDX string in pyproject.toml, its text in
+LICENSE."""
 
 from __future__ import annotations
 
