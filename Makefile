@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test test-host test-live serve-local lint pytest bench peers-venv clean
+.PHONY: run test test-host test-live test-cluster serve-local lint pytest bench peers-venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,17 @@ test: lint pytest
 # only, so not part of `make test`; .ci/run runs it.
 test-host: $(STAMP)
 	$(BIN)/pytest -m host_load
+
+# agent_runtime.cluster on a local Ray instance started by the tests (2 CPUs, no dashboard,
+# no usage stats): Ray is the `cluster` extra, too heavy for `make test`, installed here.
+CLUSTER_STAMP := $(VENV)/.cluster-stamp
+
+$(CLUSTER_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,cluster]'
+	touch $(CLUSTER_STAMP)
+
+test-cluster: $(CLUSTER_STAMP)
+	RAY_USAGE_STATS_ENABLED=0 $(BIN)/pytest -m cluster tests/agent_runtime/cluster
 
 # A real local model: llama-cpp-python's server with SmolLM2-135M, started once per chat format
 # for tests/live/ and stopped after (tests/live/harness.py). The first run builds the server

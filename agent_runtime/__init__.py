@@ -104,6 +104,19 @@ from agent_runtime.tools import (
     normalize_result,
     tool,
 )
+from agent_runtime.workflows import (
+    InvalidWorkflow,
+    StepContext,
+    StepTimeout,
+    UnknownStep,
+    Workflow,
+    WorkflowError,
+    WorkflowExists,
+    WorkflowFinished,
+    WorkflowInfo,
+    WorkflowNotFound,
+    WorkflowNotPaused,
+)
 
 __all__ = [
     "MemoryPolicy",
@@ -206,4 +219,16 @@ __all__ = [
     "StreamClosed",
     "StreamOverflow",
     "load_config",
+    # workflows (`step` and `max_retries` stay in agent_runtime.workflows)
+    "InvalidWorkflow",
+    "StepContext",
+    "StepTimeout",
+    "UnknownStep",
+    "Workflow",
+    "WorkflowError",
+    "WorkflowExists",
+    "WorkflowFinished",
+    "WorkflowInfo",
+    "WorkflowNotFound",
+    "WorkflowNotPaused",
 ]

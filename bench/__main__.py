@@ -22,6 +22,7 @@ from typing import Any
 from agent_runtime.config import TelemetryConfig
 from agent_runtime.telemetry import configure_logging
 from bench import _figures as f
+from bench._cluster import cluster_lines, run_cluster
 from bench._peers import run_peers
 
 REPS = 5
@@ -218,10 +219,13 @@ def main() -> None:
     started = time.monotonic()
     rows = measure()
     peers = run_peers()
+    cluster = cluster_lines(run_cluster())
     lines = table(rows)
     print("\n".join(lines))
     print()
     print("\n".join(peer_lines(peers)))
+    print()
+    print("\n".join(cluster))
     misses = [r.figure for r in rows if not r.passed]
     out = [
         "# Benchmark results",
@@ -235,6 +239,11 @@ def main() -> None:
         "Peers (each with its own fake model, in its own virtual environment and process):",
         "",
         *peer_lines(peers),
+        "",
+        "Cluster (agent_runtime.cluster on a local Ray instance of 2 CPUs, its nodes actor "
+        "processes of this machine):",
+        "",
+        *cluster,
     ]
     if misses:
         out += ["", "Why a figure misses its target:", ""]

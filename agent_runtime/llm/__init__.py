@@ -18,6 +18,7 @@ from agent_runtime.llm._provider_config import (
     ConfirmationRequired,
     ProviderConfiguration,
 )
+from agent_runtime.llm._proxy import ProxyModel, proxy
 from agent_runtime.llm.base import BaseChatModel, ChatModel
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import (
@@ -94,6 +95,7 @@ __all__ = [
     "ObservableModel",
     "OpenAICompatibleModel",
     "ProfileBuilder",
+    "ProxyModel",
     "RetryingModel",
     "SwitchableModel",
     "anthropic",
@@ -109,6 +111,7 @@ __all__ = [
     "openai",
     "openai_compatible",
     "openrouter",
+    "proxy",
     "register_profile_kind",
     "together",
     "AuthenticationError",

@@ -37,6 +37,7 @@ from agent_runtime.telemetry import configure_logging as configure_structlog
 from agent_runtime.telemetry import install_exporter
 from agent_runtime.templates import PromptTemplates
 from agent_runtime.tools import ToolRegistry
+from agent_runtime.workflows import Workflows
 from supervisors import (
     AsyncTaskSupervisor,
     ChildSpec,
@@ -137,6 +138,7 @@ class Runtime:
         # One thread for astart_agent: starts are serialised by the subagents' supervisor
         # anyway, and more threads would only contend with the host's loop for the GIL.
         self._starter = ThreadPoolExecutor(1, thread_name_prefix=f"{name}.starter")
+        self._workflows: Workflows | None = None  # made at first use (`workflows`)
 
     @classmethod
     def start(
@@ -314,6 +316,20 @@ class Runtime:
         return PromptTemplates.of(self.memory)
 
     @property
+    def workflows(self) -> Workflows:
+        """The durable workflows of this runtime (`agent_runtime.workflows`), kept in its
+        session memory store; made at first use. `stop()` halts them first, leaving their
+        records as committed, so `workflows.resume()` continues them after a restart."""
+        with self._lock:
+            made = self._workflows is None
+            if self._workflows is None:
+                self._workflows = Workflows(self)
+            workflows = self._workflows
+        if made and self._stopped:  # first used after stop(): it refuses, as a stopped one
+            workflows.stop(0.0)
+        return workflows
+
+    @property
     def stopping(self) -> bool:
         """True once `stop()` was called: agents start no new runs (AgentStopped)."""
         return self._stopped
@@ -435,6 +451,8 @@ class Runtime:
             self._status_socket.close()
         started = time.monotonic()
         deadline = started + timeout
+        if self._workflows is not None:  # before the aborts: a stop is no step failure
+            self._workflows.stop(timeout / 2)
         # Every running run ends with Canceled("runtime_stopping") at its subscribers, within
         # its abort grace: an SSE client sees a terminal before the tree goes away.
         aborted = self.abort_table.abort_all(STOPPING)

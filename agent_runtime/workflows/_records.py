@@ -1,0 +1,83 @@
+"""The stored record of a workflow (`WorkflowRecord`), its step history (`StepRun`) and the
+view `runtime.workflows.get` returns (`WorkflowInfo`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+WorkflowStatus = Literal["running", "paused", "completed", "failed", "canceled"]
+"""`running` (its current step runs, or will when it is resumed), `paused` (waits in
+`ctx.pause` for `resume_with`), and the final `completed`, `failed`, `canceled`."""
+
+STATUSES: tuple[str, ...] = get_args(WorkflowStatus)
+FINAL: frozenset[str] = frozenset({"completed", "failed", "canceled"})
+
+StepOutcome = Literal["completed", "failed", "timed_out"]
+
+
+class StepRun(BaseModel):
+    """One attempt of a step that ended: how (`completed`, `failed`, `timed_out`), the error
+    of a failed one, and where the workflow went next (None: it ended). An attempt that a
+    crash, a restart, a pause or a cancel interrupted has no entry."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step: str
+    attempt: int
+    outcome: StepOutcome
+    error: str | None = None
+    next: str | None = None
+    started_at: float
+    ended_at: float
+
+
+class WorkflowRecord(BaseModel):
+    """Everything stored of one workflow, committed as one JSON value at each change.
+
+    `attempt` counts the starts of the current step in this visit (a re-run after a restart
+    included); `failures` its failed attempts in a row (what recovery counts); `resumes` the
+    values `resume_with` gave to the current step's pauses, in order (replayed to a re-run of
+    the step, cleared when it ends); `pause_reason` is set while paused.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    workflow: str
+    status: WorkflowStatus
+    step: str
+    attempt: int = 0
+    failures: int = 0
+    state: dict[str, Any]
+    history: tuple[StepRun, ...] = ()
+    resumes: tuple[JsonValue, ...] = ()
+    pause_reason: str | None = None
+    error: str | None = None
+    created_at: float
+    updated_at: float
+
+
+class WorkflowInfo(BaseModel):
+    """A snapshot of a workflow, as last committed (`runtime.workflows.get` / `list`).
+
+    `state` is an instance of the workflow's state model (its JSON dict when the workflow's
+    class cannot be imported in this process); `step` is the current step (the last one once
+    it ended); `attempt` the current step's attempt (0 before its first); `steps` the history
+    of ended attempts, oldest first; `error` why it failed; `pause_reason` what it waits for.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    id: str
+    workflow: str
+    status: WorkflowStatus
+    step: str
+    attempt: int
+    state: Any
+    steps: tuple[StepRun, ...] = Field(default_factory=tuple)
+    pause_reason: str | None = None
+    error: str | None = None
+    created_at: float
+    updated_at: float
