@@ -264,6 +264,51 @@ class GuardrailsConfig(_Section):
         return section.use if section is not None else ()
 
 
+class ServerTokenConfig(_Section):
+    """`[server.tokens.NAME]`: one bearer token of the HTTP gateway (`agent-runtime serve`).
+
+    The token itself is `token` or, to keep it out of the file, the environment variable
+    named by `token_env` (read when the server starts); exactly one of the two. `sessions`
+    lists the sessions its holder may read and steer (another session answers 403); left
+    out, every session. NAME appears in logs, the token never does.
+    """
+
+    token: SecretStr | None = None
+    token_env: str | None = Field(None, min_length=1)
+    sessions: tuple[str, ...] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ServerTokenConfig:
+        if (self.token is None) == (self.token_env is None):
+            raise ValueError(
+                "a server token needs exactly one of token (the value) or token_env (the "
+                "environment variable holding it)"
+            )
+        if self.token is not None and len(self.token.get_secret_value()) < 16:
+            raise ValueError("a server token must be at least 16 characters long")
+        return self
+
+
+class ServerConfig(_Section):
+    """`[server]`: the HTTP/SSE gateway (`agent_runtime.server`, extra `server`).
+
+    `tokens` (none by default: the server then refuses to start unless told
+    `--insecure-no-auth`); `max_body_bytes` bounds a request body and `max_prompt_chars` a
+    prompt, steering or follow-up text (both answered 413 past that); `replay_buffer` is how
+    many events each agent's and each session's SSE stream keeps for `Last-Event-ID` resume
+    (what falls out is reported as `events_dropped`); `sse_keepalive` the seconds between
+    keep-alive comments on an idle stream; `cors_origins` the origins allowed to call the API
+    from a browser (empty: CORS off, the default).
+    """
+
+    tokens: dict[str, ServerTokenConfig] = Field(default_factory=dict)
+    max_body_bytes: int = Field(1_048_576, ge=1)
+    max_prompt_chars: int = Field(100_000, ge=1)
+    replay_buffer: int = Field(1000, ge=1)
+    sse_keepalive: float = Field(15.0, gt=0, allow_inf_nan=False)
+    cors_origins: tuple[str, ...] = ()
+
+
 class RuntimeConfig(_Section):
     """The whole configuration of a Runtime; every section has complete defaults."""
 
@@ -277,6 +322,7 @@ class RuntimeConfig(_Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
 
     @model_validator(mode="after")
     def _check_memory_dsn(self) -> RuntimeConfig:

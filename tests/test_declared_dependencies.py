@@ -77,7 +77,8 @@ def test_every_third_party_import_is_a_declared_dependency() -> None:
     undeclared = {
         module: files
         for module, files in third_party_imports().items()
-        if not {_normalized(d) for d in providers.get(module, [])} & declared
+        # A module of an extra not installed here (ray) is known by its own name.
+        if not {_normalized(d) for d in providers.get(module, [module])} & declared
     }
     assert undeclared == {}, (
         "imported but not declared in pyproject.toml (declare it, or use the standard "

@@ -12,6 +12,7 @@ from rich.console import Console
 from agent_runtime._errors import ConfigError
 from agent_runtime.cli._demo_args import add_demo_arguments
 from agent_runtime.cli._models import add_models_command, run_models
+from agent_runtime.cli._serve import add_serve_command, run_serve
 from agent_runtime.cli._tree import render_tree
 from agent_runtime.config import load_config
 from agent_runtime.runtime import Runtime
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--once", action="store_true", help="print one snapshot and exit")
     add_models_command(commands)
+    add_serve_command(commands)
     return parser
 
 
@@ -111,7 +113,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agent-runtime` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"tree": _tree, "demo": _demo, "top": _top, "watch": _top, "models": run_models}
+    handlers = {
+        "tree": _tree,
+        "demo": _demo,
+        "top": _top,
+        "watch": _top,
+        "models": run_models,
+        "serve": run_serve,
+    }
     if args.command is None:
         parser.print_help()
         return 0

@@ -1,0 +1,202 @@
+"""EventHub: every agent's events, numbered in a replay buffer per agent and per session.
+
+One subscription per agent feeds the hub (however many SSE clients read it), on the server's
+event loop:
+- An agent's stream holds every event its subscription delivers (its delegates' too, tagged
+  with their keys), in order; a session's stream holds the events of that session's agents
+  (each event once: a delegate's events come from its own feed, not its parent's).
+- The subscription is `drop_oldest`, so a run never waits for the gateway; an overflow
+  arrives as an `EventsDropped` event and is kept in the streams like any event.
+- An agent started through the API is watched before its start is answered, so its stream
+  misses nothing; an agent started by the embedding application is found by a sweep of the
+  registry (every `SWEEP_SECONDS`) or when a request names it, and its stream starts there.
+- When an agent stops for good, its stream gets a `stream_end` frame and closes; a new agent
+  under the same key reopens it and its ids go on from there (a resuming client never sees
+  an id twice). At most `RETAINED` closed streams are kept, the oldest forgotten first; so
+  are at most `RETAINED` streams of sessions without a live agent or a reader (a client
+  naming ever new sessions cannot grow the server's memory without bound).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from agent_runtime._errors import AgentStopped
+from agent_runtime._key import AgentKey
+from agent_runtime.agent import Agent
+from agent_runtime.event_stream import Subscription
+from agent_runtime.server._replay import ReplayBuffer
+from agent_runtime.server._wire import Frame, end_frame
+
+log = structlog.get_logger(__name__)
+
+SWEEP_SECONDS = 0.5
+RETAINED = 256
+SUBSCRIPTION_QUEUE = 10_000
+
+
+@dataclass(eq=False)
+class _Feed:
+    key: AgentKey
+    buffer: ReplayBuffer[Frame]
+    agent: Any = None  # the Agent watched now (None once it stopped)
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+    sub: Subscription | None = field(default=None, repr=False)
+
+
+class EventHub:
+    """The replay buffers of one gateway (see the module docstring). Lives on one asyncio
+    loop: `start()` binds it to the running one."""
+
+    def __init__(self, runtime: Any, capacity: int) -> None:
+        self.runtime = runtime
+        self.capacity = capacity
+        self._feeds: dict[AgentKey, _Feed] = {}
+        self._sessions: dict[str, ReplayBuffer[Frame]] = {}
+        self._retired: collections.OrderedDict[AgentKey, None] = collections.OrderedDict()
+        self._idle_sessions: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._watching: dict[AgentKey, asyncio.Future[None]] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.closed = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind to the running loop and start sweeping the registry (idempotent)."""
+        if self.loop is not None:
+            return
+        self.loop = asyncio.get_running_loop()
+        self._sweeper = self.loop.create_task(self._sweep_forever(), name="gateway.sweep")
+
+    async def close(self) -> None:
+        """Stop feeding: subscriptions closed, every stream ended (readers finish what is
+        buffered). Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for feed in list(self._feeds.values()):
+            if feed.sub is not None:
+                feed.sub.close()
+            if feed.task is not None:
+                feed.task.cancel()
+            feed.buffer.close()
+        for buffer in self._sessions.values():
+            buffer.close()
+
+    # -- buffers ----------------------------------------------------------------------------
+
+    def agent_buffer(self, key: AgentKey) -> ReplayBuffer[Frame] | None:
+        """The stream of the agent `key`, if the hub knows it (live or recently stopped)."""
+        feed = self._feeds.get(key)
+        return None if feed is None else feed.buffer
+
+    def session_buffer(self, session: str) -> ReplayBuffer[Frame]:
+        """The stream of `session` (made on first use: a client may listen before the
+        session's first agent starts)."""
+        buffer = self._sessions.get(session)
+        if buffer is None:
+            buffer = self._sessions[session] = ReplayBuffer[Frame](self.capacity)
+        return buffer
+
+    async def watch(self, agent: Agent) -> ReplayBuffer[Frame]:
+        """Feed `agent`'s events into its stream from now on (at once if already fed).
+
+        Raises:
+            AgentStopped: the agent stopped before it could be subscribed to.
+        """
+        self.start()
+        key = agent.key
+        feed = self._feeds.get(key)
+        if feed is not None and feed.agent is agent:
+            return feed.buffer
+        pending = self._watching.get(key)
+        if pending is not None:  # another request subscribes to it right now
+            await asyncio.shield(pending)
+            return await self.watch(agent)
+        assert self.loop is not None
+        done = self._watching[key] = self.loop.create_future()
+        try:
+            sub = await asyncio.to_thread(
+                agent.subscribe, max_queue=SUBSCRIPTION_QUEUE, overflow="drop_oldest"
+            )
+            if self.closed:  # the gateway shut down meanwhile: feed nothing
+                sub.close()
+                ended = feed.buffer if feed is not None else ReplayBuffer[Frame](1)
+                ended.close()
+                return ended
+            if feed is None:
+                feed = self._feeds[key] = _Feed(key, ReplayBuffer[Frame](self.capacity))
+            self._retired.pop(key, None)
+            feed.buffer.closed = False
+            feed.agent, feed.sub = agent, sub
+            feed.task = self.loop.create_task(self._pump(feed, agent, sub), name=f"feed {key}")
+            return feed.buffer
+        finally:
+            del self._watching[key]
+            done.set_result(None)
+
+    async def _pump(self, feed: _Feed, agent: Agent, sub: Subscription) -> None:
+        session_of = feed.key.session
+        try:
+            async for event in sub:
+                frame = Frame.of(event)  # encoded when first read, once for both streams
+                feed.buffer.append(frame)
+                origin = event.agent if event.agent is not None else feed.key
+                if origin == feed.key:
+                    self.session_buffer(session_of).append(frame)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a broken subscription must not take the server down
+            log.exception("gateway.feed.failed", agent=list(feed.key))
+        finally:
+            sub.close()
+        if feed.agent is agent:  # not replaced by a new agent under the same key meanwhile
+            feed.agent, feed.sub = None, None
+            feed.buffer.append(end_frame("agent_stopped"))
+            feed.buffer.close()
+            self._retire(feed.key)
+
+    def _retire(self, key: AgentKey) -> None:
+        self._retired[key] = None
+        while len(self._retired) > RETAINED:
+            old, _ = self._retired.popitem(last=False)
+            self._feeds.pop(old, None)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception:  # the next sweep tries again
+                log.exception("gateway.sweep.failed")
+            await asyncio.sleep(SWEEP_SECONDS)
+
+    async def sweep(self) -> None:
+        """Watch every agent of the registry that the hub does not feed yet, and forget the
+        oldest idle session streams past `RETAINED`."""
+        for key, agent in self.runtime.registry.list():
+            feed = self._feeds.get(key)
+            if feed is not None and feed.agent is agent:
+                continue
+            with contextlib.suppress(AgentStopped):  # stopped meanwhile: nothing to feed
+                await self.watch(agent)
+        self._forget_idle_sessions()
+
+    def _forget_idle_sessions(self) -> None:
+        live = {key.session for key, feed in self._feeds.items() if feed.agent is not None}
+        for session, buffer in self._sessions.items():
+            if session in live or buffer.readers:
+                self._idle_sessions.pop(session, None)
+            elif session not in self._idle_sessions:
+                self._idle_sessions[session] = None
+        while len(self._idle_sessions) > RETAINED:
+            old, _ = self._idle_sessions.popitem(last=False)
+            self._sessions.pop(old, None)
