@@ -40,6 +40,8 @@ _DESIGN_REF = re.compile(r"\s*\(DESIGN\.md[^)]*\)")
 _HEADER = re.compile(r"^#?\s*\[([a-z0-9_.]+)\]\s*(?:#\s*(.*))?$")
 _KEY = re.compile(r"^(#\s*)?([a-z_][a-z0-9_]*)\s*=\s*(.*)$")
 _CONTINUATION = re.compile(r"^#?\s{10,}#\s?(.*)$")
+# A value (a string, a one-line array, or a bare word) and the comment after it, if any.
+_VALUE = re.compile(r'^(?P<value>"[^"]*"|\[[^\]]*\]|[^\s#]+)\s*(?:#\s*(?P<note>.*))?$')
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,9 @@ def toml_notes(text: str) -> dict[tuple[str, ...], str]:
             continue
         key = _KEY.match(stripped)
         if key and (key.group(1) is None or _looks_like_value(key.group(3))):
-            value, _, comment = key.group(3).partition("  #")
+            parts = _VALUE.match(key.group(3))
+            value = parts.group("value") if parts else key.group(3)
+            comment = (parts.group("note") if parts else None) or ""
             path = (*table, key.group(2))
             note = comment.strip().lstrip("#").strip() or " ".join(block)
             if note:

@@ -74,6 +74,8 @@ def test_notes_come_from_the_comments_of_the_shipped_file() -> None:
         "log_content = false      # never log text unless true (also the\n"
         "                         # default of ObservableModel)\n"
         "# tool_timeout = 30.0    # seconds\n"
+        "max_prompt_chars = 100000 # one space before the comment\n"
+        'path = "a#b"  # a hash inside the value\n'
         "\n"
         "# What the next key is for,\n"
         "# in two lines.\n"
@@ -84,6 +86,8 @@ def test_notes_come_from_the_comments_of_the_shipped_file() -> None:
         "never log text unless true (also the default of ObservableModel)"
     )
     assert notes[("agent", "tool_timeout")] == "seconds; e.g. `tool_timeout = 30.0`"
+    assert notes[("agent", "max_prompt_chars")] == "one space before the comment"
+    assert notes[("agent", "path")] == "a hash inside the value"
     assert notes[("agent", "default_profile")] == (
         'What the next key is for, in two lines.; e.g. `default_profile = "scripted"`'
     )
