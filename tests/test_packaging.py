@@ -1,0 +1,34 @@
+"""The package's licence as a user sees it: an SPDX string in pyproject.toml, its text in
+LICENSE."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pyproject() -> dict[str, object]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_license_is_an_spdx_string_backed_by_a_license_file() -> None:
+    project = _pyproject()["project"]
+    assert isinstance(project, dict)
+    # The table form ({ text = "MIT" }) is deprecated by setuptools and warns on every build.
+    assert project["license"] == "MIT"
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License")
+    assert "Permission is hereby granted, free of charge" in text
+
+
+def test_build_backend_understands_the_spdx_string() -> None:
+    system = _pyproject()["build-system"]
+    assert isinstance(system, dict)
+    requires = [r for r in system["requires"] if r.startswith("setuptools")]
+    assert len(requires) == 1
+    match = re.fullmatch(r"setuptools>=(\d+)(\.\d+)*", requires[0])
+    assert match is not None, requires[0]
+    assert int(match.group(1)) >= 77  # the first setuptools that reads `license = "MIT"`
