@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -73,18 +72,5 @@ class HostedEventLoop(LoopTasks):
         finally:
             release(self.loop)
 
-    def _wait(self, future: Future[None], timeout: float | None) -> bool:
-        """Wait for `future` up to `timeout`, or until the loop is closed (then it never ends)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = 0.05 if deadline is None else min(deadline - time.monotonic(), 0.05)
-            try:
-                future.result(max(left, 0.0))
-                return True
-            except TimeoutError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-                if self.loop.is_closed():
-                    return False
-            except Exception:  # the loop was closed with it pending
-                return False
+    def _loop_gone(self) -> bool:
+        return self.loop.is_closed()

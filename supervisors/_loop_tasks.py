@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, InvalidStateError
@@ -129,6 +130,27 @@ class LoopTasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
+
+    def _wait(self, future: Future[None], timeout: float | None) -> bool:
+        """Wait for `future` (of a coroutine on the loop) up to `timeout`, or until the loop
+        is gone (`_loop_gone`: then it never ends)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = 0.05 if deadline is None else min(deadline - time.monotonic(), 0.05)
+            try:
+                future.result(max(left, 0.0))
+                return True
+            except TimeoutError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                if self._loop_gone():
+                    return False
+            except Exception:  # the loop was closed with it pending
+                return False
+
+    def _loop_gone(self) -> bool:
+        """True once the loop will run nothing more."""
+        raise NotImplementedError
 
     def _unfinished(self) -> bool:
         return any(not t.done() for t in self._tasks)

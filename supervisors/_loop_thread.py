@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import threading
 import time
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import structlog
@@ -163,18 +162,5 @@ class EventLoopThread(LoopTasks):
             return False
         return finished and not self._unfinished()
 
-    def _wait(self, future: Future[None], timeout: float | None) -> bool:
-        """Wait for `future` up to `timeout`, or until the thread ends (then it never will)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = 0.05 if deadline is None else min(deadline - time.monotonic(), 0.05)
-            try:
-                future.result(max(left, 0.0))
-                return True
-            except TimeoutError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-                if not self._thread.is_alive():
-                    return False
-            except Exception:  # the loop was closed with it pending
-                return False
+    def _loop_gone(self) -> bool:
+        return not self._thread.is_alive()
