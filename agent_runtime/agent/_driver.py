@@ -111,7 +111,9 @@ class RunDriver:
                     self.last_seq = event.seq
                     self._apply(event)
                 if shell.subscriptions or shell.parent is not None:  # else nobody to hand it to
-                    await shell.fan_out(event)
+                    full = shell.fan_out_now(event)
+                    if full:  # a `block` reader is behind: wait for it (backpressure)
+                        await shell.fan_out_rest(full, event)
         except asyncio.CancelledError:
             if self.terminal is None:
                 self._stopped_mid_run()

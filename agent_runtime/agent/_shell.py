@@ -22,7 +22,7 @@ from agent_runtime.agent._options import AgentOptions
 from agent_runtime.agent._run import RunView
 from agent_runtime.agent._status import ActorStatus, RunProgress
 from agent_runtime.event_stream import Subscription
-from agent_runtime.event_stream._subscription import deliver
+from agent_runtime.event_stream._subscription import deliver, deliver_now
 from agent_runtime.events import Event
 from supervisors import ExitReason, monitor
 
@@ -192,17 +192,27 @@ class AgentShell:
 
     # -- fan-out (on the loop thread) -------------------------------------------------------------
 
-    async def fan_out(self, event: Event) -> None:
-        """Deliver `event` to this agent's subscriptions, then to its ancestors' (delegation).
+    def fan_out_now(self, event: Event) -> list[weakref.ref[Subscription]]:
+        """Deliver `event` to this agent's subscriptions, then to its ancestors' (delegation),
+        without waiting; returns those full `block` subscriptions that must be waited for
+        (`fan_out_rest`), in order. The common case, nobody full, costs no coroutine."""
+        full: list[weakref.ref[Subscription]] = []
+        shell: AgentShell | None = self
+        while shell is not None:
+            for ref in shell.subscriptions:
+                if deliver_now(ref, event) is None:
+                    full.append(ref)
+            shell = shell.parent
+        return full
+
+    async def fan_out_rest(self, full: list[weakref.ref[Subscription]], event: Event) -> None:
+        """Wait for each subscription `fan_out_now` found full to take `event`.
 
         Only weak refs are held while a delivery waits, so a subscription dropped by its reader
         is collected and closed, which ends the wait at once.
         """
-        shell: AgentShell | None = self
-        while shell is not None:
-            for ref in shell.subscriptions:
-                await deliver(ref, event)
-            shell = shell.parent
+        for ref in full:
+            await deliver(ref, event)
 
     def push_now(self, event: Event) -> None:
         """Hand `event` to every subscription without waiting (the loop is going away)."""

@@ -215,6 +215,30 @@ class Subscription:
         return f"<Subscription agent={self.agent} overflow={self.overflow} closed={self.closed}>"
 
 
+def deliver_now(ref: weakref.ref[Subscription], event: Event) -> bool | None:
+    """`deliver` without waiting: the same outcome, or None when a `block` subscription is
+    full (nothing queued: `await deliver(ref, event)` then waits for its reader)."""
+    sub = ref()
+    if sub is None or sub.stream.done:
+        return False
+    stream, overflow = sub.stream, sub.overflow
+    del sub
+    try:
+        if overflow == "block":
+            if stream.offer(event) is None:
+                return None
+        elif overflow == "error":
+            stream.push(event, timeout=0)
+        else:
+            stream.push_async(event)
+    except StreamOverflow:
+        _overflowed(ref, stream, overflow)
+        return False
+    except StreamClosed:  # closed concurrently
+        return False
+    return True
+
+
 async def deliver(ref: weakref.ref[Subscription], event: Event) -> bool:
     """Hand `event` to the subscription behind `ref` per its policy (on the runtime's loop).
 
@@ -223,27 +247,28 @@ async def deliver(ref: weakref.ref[Subscription], event: Event) -> bool:
     never waits and never overflows (it takes no buffer space). Returns False once the
     subscription is closed or gone (the agent's next `subscription_refs` prunes it).
     """
+    done = deliver_now(ref, event)
+    if done is not None:
+        return done
     sub = ref()
-    if sub is None or sub.stream.done:
+    if sub is None:
         return False
     stream, overflow, block_timeout = sub.stream, sub.overflow, sub.block_timeout
     del sub
-    try:
-        if overflow == "block":
-            if stream.offer(event) is None:  # full: wait for the reader, up to block_timeout
-                await stream.apush(event, timeout=block_timeout)
-        elif overflow == "error":
-            stream.push(event, timeout=0)
-        else:
-            stream.push_async(event)
+    try:  # full: wait for the reader, up to block_timeout
+        await stream.apush(event, timeout=block_timeout)
     except StreamOverflow:
-        why = f"reader did not keep up ({stream.max_queue} events buffered, overflow={overflow!r})"
-        sub = ref()
-        if sub is not None:
-            sub.fail(why)
-        else:
-            stream.error(f"{OVERFLOW_REASON}: {why}")
+        _overflowed(ref, stream, overflow)
         return False
     except StreamClosed:  # closed concurrently
         return False
     return True
+
+
+def _overflowed(ref: weakref.ref[Subscription], stream: EventStream, overflow: str) -> None:
+    why = f"reader did not keep up ({stream.max_queue} events buffered, overflow={overflow!r})"
+    sub = ref()
+    if sub is not None:
+        sub.fail(why)
+    else:
+        stream.error(f"{OVERFLOW_REASON}: {why}")

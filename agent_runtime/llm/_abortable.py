@@ -65,26 +65,19 @@ async def await_abortable(awaitable: Awaitable[T], signal: AbortSignal | None) -
 
 
 async def iterate_abortable(
-    source: AsyncIterator[T],
-    signal: AbortSignal | None,
-    before: Callable[[], object] | None = None,
+    source: AsyncIterator[T] | Callable[[], AsyncIterator[T]], signal: AbortSignal | None
 ) -> AsyncIterator[T]:
     """Yield from `source`; on abort cancel the pending read (closing its HTTP response) and
-    raise `Aborted(reason)`. Closing this generator closes `source`. `before` is called at
-    the first `anext`, before `source` is read (a check whose error the reader should see
-    there; `source` is closed then).
+    raise `Aborted(reason)`. Closing this generator closes `source`. A callable `source` is
+    called at the first `anext` for the iterator (its errors are raised there).
 
     No task of its own: an abort cancels the task that iterates while it waits for the next
     item (its `anext` on `source`), and the cancellation is turned into `Aborted` (also when
     the source swallows it or turns it into its own error). An abort that lands while the
     consumer works on an item closes `source` at once and is raised at the next read.
     """
-    if before is not None:
-        try:
-            before()
-        except BaseException:
-            await aclose_quietly(source)
-            raise
+    if not isinstance(source, AsyncIterator):
+        source = source()
     if signal is None:
         try:
             async for item in source:

@@ -99,8 +99,11 @@ class BaseChatModel(ABC):
             CapabilityNotSupportedError, LLMError, Aborted: as for `generate`.
         """
         # One generator, not a checking one around it: this is every streamed token's path.
-        check = functools.partial(self.check_capabilities, request, streaming=True)
-        return iterate_abortable(self._stream(request), signal, check)
+        return iterate_abortable(functools.partial(self._checked_source, request), signal)
+
+    def _checked_source(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+        self.check_capabilities(request, streaming=True)
+        return self._stream(request)
 
     async def prompt(
         self, text: str, system: str | None = None, *, signal: AbortSignal | None = None

@@ -96,7 +96,9 @@ class ChatResponseBuilder:
         """`snapshot()` as of now, made only when called. It marks how far each content block
         has grown (blocks only grow), so making it costs the number of blocks, holding it no
         copy of the text, and calling it what `snapshot()` costs."""
-        marks = tuple(_mark(block) for block in self._blocks)
+        blocks = self._blocks
+        # Once per streamed token: one block is the common case, so no generator for it.
+        marks = (_mark(blocks[0]),) if len(blocks) == 1 else tuple([_mark(b) for b in blocks])
         return functools.partial(_marked_snapshot, self.model, self.provider, self._usage, marks)
 
     def add(self, chunk: StreamChunk) -> int | None:

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -920,15 +921,24 @@ def test_a_run_accepted_before_the_last_end_was_delivered_reaches_subscribers_af
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["one", "two"]))
     sub = agent.subscribe()
     held, gate = threading.Event(), threading.Event()
-    fan_out = agent._shell.fan_out
+    shell = agent._shell
+    fan_out_now, fan_out_rest = shell.fan_out_now, shell.fan_out_rest
+    hold: list[Any] = [object()]  # what the patched fan_out_now hands over to be waited for
 
-    async def held_fan_out(event: Event) -> None:
+    def holding_fan_out_now(event: Event) -> list[Any]:
         if isinstance(event, AgentEnd) and not held.is_set():
+            return hold  # delivered later, by held_fan_out_rest
+        return fan_out_now(event)
+
+    async def held_fan_out_rest(full: list[Any], event: Event) -> None:
+        if full is hold:
             held.set()
             await asyncio.to_thread(gate.wait, 10)
-        await fan_out(event)
+            full = fan_out_now(event)
+        await fan_out_rest(full, event)
 
-    agent._shell.fan_out = held_fan_out  # type: ignore[method-assign]
+    shell.fan_out_now = holding_fan_out_now  # type: ignore[method-assign]
+    shell.fan_out_rest = held_fan_out_rest  # type: ignore[method-assign]
     first = agent.prompt("one")
     wait_until(held.is_set)
     wait_until(lambda: not agent.state().is_running)

@@ -229,3 +229,19 @@ def test_from_config_names_a_missing_api_key_variable(monkeypatch: pytest.Monkey
 def test_from_config_rejects_an_unknown_profile() -> None:
     with pytest.raises(ConfigError, match="unknown model profile 'nope'"):
         from_config("nope", config=RuntimeConfig())
+
+
+def test_a_stream_calls_the_model_and_checks_capabilities_at_its_first_read() -> None:
+    request_ = ChatRequest(
+        messages=[UserMessage(content=[ImageContent(data="aGk=", mime_type="image/png")])]
+    )
+    model = ScriptedModel(["never"], capabilities=["streaming"], model="tiny")
+
+    async def main() -> None:
+        chunks = model.stream(request_)
+        assert model.call_count == 0  # nothing taken, nothing checked, until it is read
+        with pytest.raises(CapabilityNotSupportedError, match="vision"):
+            await anext(chunks)
+        assert model.call_count == 0
+
+    asyncio.run(main())
