@@ -56,6 +56,17 @@ EXPECTED: dict[str, list[str]] = {
         "Answer from Gemini, with the whole history.",
         "Gemini was sent 3 messages",
     ],
+    "gateway_client.py": [
+        "no token: 401",
+        "alice on session s1: 403",
+        "start: 201 scripted:scripted",
+        "prompt: 202 True",
+        "events: agent_start turn_start message_start message_end message_start message_update"
+        " message_end turn_end agent_end",
+        "streamed text: echo: hello gateway",
+        "replayed after 3 -> True",
+        "stop: {'stopped': True}",
+    ],
     "asyncio_stream.py": [
         "second request while busy: 409 busy",
         "first request: 200, 20 streamed deltas",
