@@ -354,7 +354,7 @@ class Workflows:
             f"Workflows.{what}()", f"`await runtime.workflows.a{what}(...)`", on_host_loop="warn"
         )
         self._refuse_stopping()
-        return self._host.submit(coro()).result()
+        return _unwrapped(self._host.submit(_captured(coro())).result())
 
     async def _async(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._stopping:
@@ -362,7 +362,7 @@ class Workflows:
             self._refuse_stopping()
         if asyncio.get_running_loop() is self._host.loop_tasks.loop:
             return await coro
-        return await asyncio.wrap_future(self._host.submit(coro))
+        return _unwrapped(await asyncio.wrap_future(self._host.submit(_captured(coro))))
 
     def _refuse_stopping(self) -> None:
         if self._stopping:
@@ -427,3 +427,19 @@ def _json_copy(value: Any) -> JsonValue:
     except (TypeError, ValueError) as exc:
         raise TypeError(f"resume_with value {value!r} is not JSON ({exc})") from None
     return copied
+
+
+async def _captured(coro: Coroutine[Any, Any, T]) -> tuple[T | None, Exception | None]:
+    """`coro`'s result or its error as a value: an error meant for the caller (a finished
+    workflow, say) is raised there, not also logged as a failed task of the loop."""
+    try:
+        return await coro, None
+    except Exception as exc:
+        return None, exc
+
+
+def _unwrapped(outcome: tuple[T | None, Exception | None]) -> T:
+    result, error = outcome
+    if error is not None:
+        raise error
+    return result  # type: ignore[return-value]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from structlog.testing import capture_logs
 
 from agent_runtime import Runtime, RuntimeConfig
 from agent_runtime.testing import wait_until
@@ -44,7 +45,10 @@ def test_cancel_a_paused_workflow_also_after_a_restart() -> None:
 def test_cancel_of_an_ended_or_unknown_workflow_is_refused(runtime: Runtime) -> None:
     wf_id = runtime.workflows.start(Sequence, Counter())
     wait_status(runtime, wf_id, "completed")
-    with pytest.raises(WorkflowFinished, match=r"cannot cancel workflow .* already ended"):
-        runtime.workflows.cancel(wf_id)
-    with pytest.raises(WorkflowNotFound):
-        runtime.workflows.cancel("missing")
+    with capture_logs() as logs:
+        with pytest.raises(WorkflowFinished, match=r"cannot cancel workflow .* already ended"):
+            runtime.workflows.cancel(wf_id)
+        with pytest.raises(WorkflowNotFound):
+            runtime.workflows.cancel("missing")
+    # refused to the caller only: not also logged as a failed task of the runtime's loop
+    assert [e for e in logs if e["event"] == "tasks.task.failed"] == []
