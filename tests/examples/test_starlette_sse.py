@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "starlette_sse.py"
 TERMINALS = {"agent_end", "error", "canceled"}
 CLIENTS = 100
-FLOOR = 0.05  # seconds: see the lag assertion
+FLOOR = 0.003  # seconds: see the lag assertion
 SUFFIX = str(time.time())
 
 
@@ -180,13 +180,17 @@ def test_100_streams_keep_the_host_loop_within_twice_the_control(server: Server)
         f" ms, library {lag.p95 * 1e3:.0f}/{lag.worst * 1e3:.0f} ms; /healthz worst: control"
         f" {control_health * 1e3:.0f} ms, library {health * 1e3:.0f} ms"
     )
-    # The lag's distribution stays within 2x of the control's (a control under FLOOR counts
-    # as FLOOR: below that, on two cores, it is the GIL's scheduling of the runtime's threads
-    # during the 100 agents' start, not work the loop is made to wait for). Single spikes and
-    # /healthz, which also carry the machine's other load, get sanity bounds (both were ~12 s
-    # before the async readers took batches and yielded between them).
+    # The lag's distribution stays within 2x of the control's. A control under FLOOR counts
+    # as FLOOR: epoll wakes a sleep in whole milliseconds, so a quiet control measures ~1 ms,
+    # and a few ms more is the scheduling of the agents' threads while 100 of them start.
+    # Measured on a quiet machine: control ~1 ms, library 1-3 ms; with a loop thread of the
+    # runtime's own (`share_loop=False`, as before astart shared the host's loop) 9 ms, which
+    # this bound fails.
+    # Single spikes and /healthz, which also carry the machine's other load, get sanity
+    # bounds (35-104 ms quiet, in the 100 runs' start; ~12 s before the async readers took
+    # batches and yielded between them).
     assert lag.p95 <= 2 * max(control_lag.p95, FLOOR), (lag, control_lag)
-    assert lag.worst < 1.0, lag
+    assert lag.worst < 0.5, lag
     assert health < 1.0, (health, control_health)
 
 
