@@ -15,6 +15,7 @@ from agent_runtime.agent._run import RunView
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.agent._status import Phase, RunProgress
 from agent_runtime.events import (
+    TERMINAL_TYPES,
     AgentEnd,
     AgentStart,
     Canceled,
@@ -28,7 +29,6 @@ from agent_runtime.events import (
     ToolExecutionStart,
     TurnEnd,
     TurnStart,
-    is_terminal,
 )
 from agent_runtime.llm._abortable import aclose_quietly
 from agent_runtime.memory import SessionWriter
@@ -101,9 +101,13 @@ class RunDriver:
             # (A driver left on an event loop that died never finishes: not waited for.)
             if previous is not None and not previous.done() and not previous.get_loop().is_closed():
                 await asyncio.wait([previous])
+            events = self.events
             while self.terminal is None:
-                event = await self._next()
-                if is_terminal(event):
+                try:  # `anext` itself, not a coroutine of ours around it: once per event
+                    event = await anext(events)
+                except Exception as exc:  # StopAsyncIteration too: the loop ended early
+                    event = self._loop_failed(exc)
+                if isinstance(event, TERMINAL_TYPES):
                     event = await self._end(event)
                 else:
                     if self.turn_ended:  # the run goes on after a turn: the actor hears of it
@@ -130,15 +134,13 @@ class RunDriver:
             await aclose_quietly(self.events)  # the loop's own cleanup (hand-backs, spans)
             self._settle()
 
-    async def _next(self) -> Event:
-        """The loop's next event; a loop that fails or ends without a terminal ends the run
-        with `Error("loop_crashed: ...")` (the agent goes on)."""
-        try:
-            return await anext(self.events)
-        except StopAsyncIteration:
+    def _loop_failed(self, exc: Exception) -> Event:
+        """The event that ends a run whose loop failed or ended without a terminal:
+        `Error("loop_crashed: ...")` (the agent goes on)."""
+        if isinstance(exc, StopAsyncIteration):
             reason = "loop_crashed: the run ended without a terminal event"
-        except Exception as exc:  # a bug in the loop or in a callback of its config
-            self.log.exception("loop.crashed")
+        else:  # a bug in the loop or in a callback of its config
+            self.log.error("loop.crashed", exc_info=exc)
             reason = f"loop_crashed: {type(exc).__name__}: {exc}"
         return Error(
             agent=self.shell.key, run_id=self.view.run_id, seq=self.last_seq + 1, reason=reason
