@@ -12,8 +12,8 @@ Each running agent is an A2A agent whose base URL is `/v1/a2a/{session}/{role}/{
   agent, the A2A context is the agent's session).
 
 Both call `require_session(request, session)` first (401/403), then answer 404 when no agent
-runs at the key. Tasks are kept in memory per agent key (a2a-sdk's `InMemoryTaskStore`):
-they do not survive the process and are not bounded in number yet.
+runs at the key. Tasks are kept in memory per agent key (`BoundedTaskStore`: the last
+1,000 finished tasks of each agent, and every running one); they do not survive the process.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import asyncio
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -48,8 +47,8 @@ from agent_runtime.server._a2a_executor import (
     RunExecutor,
     SessionContextBuilder,
     key_from_path,
-    task_owner,
 )
+from agent_runtime.server._a2a_store import BoundedTaskStore
 from agent_runtime.server._principal import require_session
 
 __all__ = ["A2A_BASE", "routes"]
@@ -66,7 +65,7 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
     """The A2A routes of `runtime`'s agents: the card and the JSON-RPC task endpoint."""
     handler = DefaultRequestHandler(
         agent_executor=RunExecutor(runtime),
-        task_store=InMemoryTaskStore(owner_resolver=task_owner),
+        task_store=BoundedTaskStore(),
         agent_card=_card(
             "agent-runtime", "an agent of agent-runtime", "http://127.0.0.1/", [_prompt_skill("")]
         ),
