@@ -12,7 +12,8 @@ How AG-UI's ids map to ours:
   run-scoped event carries them back unchanged (our own run id stays internal). A client
   keeps one thread per agent URL;
 - `state` (a JSON object) is the session's shared key-value state (`memory.kv(session)`): its
-  keys are written before the run starts (so also when the agent then turns out busy: 409);
+  keys are written before the run starts, and put back as they were when the run does not
+  start (a busy agent: 409);
   STATE_SNAPSHOT reports that state at the start, after each turn that changed it, and
   before the run's end;
 - `tools` (frontend tools) and `context` are not used: the agent's own tools run here.
@@ -88,15 +89,18 @@ class _AguiEndpoint:
             if agent is None:
                 raise _Refused(404, "agent_not_found", _not_running(key))
             state = self._runtime.memory.kv(key.session)
+            before: dict[str, Any] = {}
             if run_input.state is not None:
-                await asyncio.to_thread(_write_state, state, run_input.state)
+                before = await asyncio.to_thread(_write_state, state, run_input.state)
             # Read before the run starts: its first tool may change the state at once.
             initial = await asyncio.to_thread(state.items)
             try:
                 events = agent.astream(prompts, abort_on_close=True)
-            except AgentBusy:
-                raise _Refused(409, "agent_busy", f"agent {_named(key)} is running") from None
-            except AgentStopped:
+            except (AgentBusy, AgentStopped) as refused:
+                # The run that was to read the state never starts: put it back as it was.
+                await asyncio.to_thread(_restore_state, state, before)
+                if isinstance(refused, AgentBusy):
+                    raise _Refused(409, "agent_busy", f"agent {_named(key)} is running") from None
                 raise _Refused(404, "agent_not_found", _not_running(key)) from None
         except _Refused as refused:
             return refused.response()
@@ -174,7 +178,12 @@ def _text_of(message: AguiUserMessage) -> str:
     return "".join(texts)
 
 
-def _write_state(state: SessionState, value: Any) -> None:
+_ABSENT = object()
+
+
+def _write_state(state: SessionState, value: Any) -> dict[str, Any]:
+    """Write `value`'s entries into `state`; returns what each key held before (`_ABSENT`
+    for a key that had no value), for `_restore_state`."""
     if not isinstance(value, dict):
         raise _Refused(
             422,
@@ -184,8 +193,18 @@ def _write_state(state: SessionState, value: Any) -> None:
         )
     if "" in value:
         raise _Refused(422, "invalid_state", "RunAgentInput.state has an empty key")
+    before = {name: state.get(name, _ABSENT) for name in value}
     for name, item in value.items():
         state.put(name, item)
+    return before
+
+
+def _restore_state(state: SessionState, before: dict[str, Any]) -> None:
+    for name, item in before.items():
+        if item is _ABSENT:
+            state.delete(name)
+        else:
+            state.put(name, item)
 
 
 def _named(key: AgentKey) -> str:

@@ -293,12 +293,17 @@ def test_an_agent_that_is_not_running_is_a_404_naming_it(url: str) -> None:
     assert "s1/helper/0" in response.json()["error"]["message"]
 
 
-def test_a_busy_agent_is_a_409(runtime: Runtime, url: str) -> None:
+def test_a_busy_agent_is_a_409_that_leaves_the_session_state_as_it_was(
+    runtime: Runtime, url: str
+) -> None:
     agent = runtime.start_agent(KEY, model=HangingModel())
+    state = runtime.memory.kv(KEY[0])
+    state.put("mode", "math")
     agent.prompt("keep busy")
-    response = post_raw(url, run_input())
+    response = post_raw(url, run_input(state={"mode": "poetry", "extra": 1}))
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "agent_busy"
+    assert state.items() == {"mode": "math"}  # the refused request changed nothing
     agent.abort()
 
 
