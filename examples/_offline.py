@@ -7,8 +7,11 @@ readable. A real application would rather keep the defaults of `config/runtime.t
 
 from __future__ import annotations
 
-from agent_runtime import RuntimeConfig
+import time
+
+from agent_runtime import Runtime, RuntimeConfig
 from agent_runtime.config import MemoryConfig, TelemetryConfig
+from agent_runtime.workflows import WorkflowInfo
 
 
 def quiet_config(memory: MemoryConfig | None = None) -> RuntimeConfig:
@@ -17,3 +20,15 @@ def quiet_config(memory: MemoryConfig | None = None) -> RuntimeConfig:
         memory=memory or MemoryConfig(store="memory"),
         telemetry=TelemetryConfig(log_level="error"),
     )
+
+
+def wait_until_not_running(
+    runtime: Runtime, workflow_id: str, timeout: float = 60.0
+) -> WorkflowInfo:
+    """The workflow once it is no longer running (completed, failed, paused or canceled)."""
+    deadline = time.monotonic() + timeout
+    while (info := runtime.workflows.get(workflow_id)).status == "running":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"workflow {workflow_id} still running after {timeout}s")
+        time.sleep(0.02)
+    return info

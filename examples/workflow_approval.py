@@ -26,11 +26,10 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from _offline import quiet_config
+from _offline import quiet_config, wait_until_not_running
 from pydantic import BaseModel
 
 from agent_runtime import AgentKey, Runtime
@@ -96,18 +95,6 @@ class Post(Workflow[PostState]):
     async def publish(self, ctx: StepContext) -> None:
         self.state = self.state.model_copy(update={"published": self.state.draft})
         ctx.end()
-
-
-def wait_until_not_running(
-    runtime: Runtime, workflow_id: str, timeout: float = 60.0
-) -> WorkflowInfo:
-    """The workflow once it is paused or finished."""
-    deadline = time.monotonic() + timeout
-    while (info := runtime.workflows.get(workflow_id)).status == "running":
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"workflow {workflow_id} still running after {timeout}s")
-        time.sleep(0.02)
-    return info
 
 
 def state_of(info: WorkflowInfo) -> PostState:

@@ -23,9 +23,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from typing import Any
 
+from _offline import wait_until_not_running
 from pydantic import BaseModel
 
 from agent_runtime import AgentKey, Runtime, load_config
@@ -34,7 +34,7 @@ from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.types import ChatRequest
 from agent_runtime.messages import UserMessage
 from agent_runtime.testing import FunctionModel
-from agent_runtime.workflows import StepContext, Workflow, WorkflowInfo, max_retries, step
+from agent_runtime.workflows import StepContext, Workflow, max_retries, step
 
 PROFILE = os.environ.get("AGENT_RUNTIME_EXAMPLE_PROFILE")
 
@@ -98,18 +98,6 @@ class Trip(Workflow[TripState]):
         ctx.end()
 
 
-def wait_for_end(runtime: Runtime, workflow_id: str, timeout: float) -> WorkflowInfo:
-    """The workflow once it is no longer running (completed, failed, paused or canceled)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        info = runtime.workflows.get(workflow_id)
-        if info.status != "running":
-            return info
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"workflow {workflow_id} still running after {timeout}s")
-        time.sleep(0.02)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("query", nargs="?", default="a day out in Madrid")
@@ -126,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.resume:
             ids.append(runtime.workflows.start(Trip, TripState(query=args.query)))
         for workflow_id in ids:
-            info = wait_for_end(runtime, workflow_id, args.timeout)
+            info = wait_until_not_running(runtime, workflow_id, args.timeout)
             print(info.model_dump_json())
     return 0
 

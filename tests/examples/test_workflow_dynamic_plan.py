@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -35,6 +36,9 @@ def test_the_plan_is_selected_ordered_run_and_summarized(tmp_path: Path) -> None
 
 
 def _example() -> ModuleType:
+    # As `python examples/...` has it: the examples' folder on the path, for `_offline`.
+    if str(ROOT / "examples") not in sys.path:
+        sys.path.insert(0, str(ROOT / "examples"))
     spec = importlib.util.spec_from_file_location(
         "workflow_dynamic_plan", ROOT / "examples" / "workflow_dynamic_plan.py"
     )
