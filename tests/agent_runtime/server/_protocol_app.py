@@ -23,6 +23,15 @@ from agent_runtime.testing import wait_until
 ADMIN = "admin-token"
 """A token whose principal may use every session."""
 
+OTHER = "other-session-token"
+"""A token whose principal may use session `s2` only."""
+
+PRINCIPALS: Mapping[str, Principal] = {
+    ADMIN: Principal("admin"),
+    OTHER: Principal("other", frozenset({"s2"})),
+}
+"""The principals of `ADMIN` and `OTHER`, for `app_of`."""
+
 
 class TokenPrincipals:
     """Attaches the principal of the request's bearer token, or none (the route answers 401)."""

@@ -45,12 +45,17 @@ from agent_runtime.loop import RetryPolicy
 from agent_runtime.messages import ToolCall
 from agent_runtime.server._agui import routes
 from agent_runtime.server._agui_mapping import AguiRun
-from agent_runtime.server._principal import Principal
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
-from tests.agent_runtime.server._protocol_app import ADMIN, app_of, served, served_sharing_loop
+from tests.agent_runtime.server._protocol_app import (
+    ADMIN,
+    OTHER,
+    PRINCIPALS,
+    app_of,
+    served,
+    served_sharing_loop,
+)
 
 PARSE: TypeAdapter[Any] = TypeAdapter(AguiEvent)
-OTHER = "other-session-token"
 KEY = AgentKey("s1", "helper", 0)
 
 
@@ -62,8 +67,7 @@ def runtime() -> Iterator[Runtime]:
 
 @pytest.fixture
 def url(runtime: Runtime) -> Iterator[str]:
-    principals = {ADMIN: Principal("admin"), OTHER: Principal("other", frozenset({"s2"}))}
-    with served(app_of(routes(runtime), principals)) as root:
+    with served(app_of(routes(runtime), PRINCIPALS)) as root:
         yield root
 
 
