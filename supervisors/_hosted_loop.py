@@ -7,11 +7,7 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-import structlog
-
 from supervisors._loop_tasks import LoopTasks, adopt, release
-
-log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 

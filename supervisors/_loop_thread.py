@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 
@@ -15,8 +15,6 @@ from supervisors._intensity import Clock, RestartIntensity
 from supervisors._loop_tasks import LoopTasks, running_loop_adopted
 
 log = structlog.get_logger(__name__)
-
-T = TypeVar("T")
 
 # How often the loop resumes after an exception escaped it (or a stop nobody asked for) before
 # its thread gives up: a callback that raises again each time it runs must not spin for ever.
