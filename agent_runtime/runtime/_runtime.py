@@ -321,10 +321,10 @@ class Runtime:
         session memory store; made at first use. `stop()` halts them first, leaving their
         records as committed, so `workflows.resume()` continues them after a restart."""
         with self._lock:
-            made = self._workflows is None
-            if self._workflows is None:
-                self._workflows = Workflows(self)
             workflows = self._workflows
+            made = workflows is None
+            if workflows is None:
+                workflows = self._workflows = Workflows(self)
         if made and self._stopped:  # first used after stop(): it refuses, as a stopped one
             workflows.stop(0.0)
         return workflows
