@@ -6,7 +6,6 @@ import contextlib
 import math
 import threading
 import time
-import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from agent_runtime.event_stream import Subscription
 from agent_runtime.events import AgentEnd, Error, Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import AgentContext, TranscriptState
+from agent_runtime.loop._run import new_run_id
 from agent_runtime.memory import window
 from agent_runtime.messages import AssistantMessage, Message
 from agent_runtime.templates import PromptTemplates, Template, TemplateError
@@ -66,7 +66,10 @@ class AgentActor(SupervisedActor):
       on purpose, which go back to the caller) is returned to the caller and crashes the actor:
       the supervisor sees an abnormal exit with that reason, the registry entry goes, and the
       run it had is ended with `Error("agent_crashed: ...")`. A run that fails to start is
-      undone first, so nothing waits for its end (a subscription closes with the agent).
+      undone first, so nothing waits for its end (a subscription closes with the agent). A
+      start reserved with the idle agent's ticket (`AgentShell.reserve_start`) was not waited
+      for: its failure reaches the caller as the run's outcome and as
+      `Canceled("not_started: ...")` to its subscribers.
     - On start the history is the session's (within the memory policy's window; empty when the
       policy does not read), with calls left unpaired answered `outcome="unknown"`. At each
       run's start, what the session's other agents committed since is merged in, in commit
@@ -109,8 +112,10 @@ class AgentActor(SupervisedActor):
             metadata={"model": self.model.info.model, "restart": shell.options.restart},
         )
         self._publish_status()
+        self._offer_start()
 
     def on_stop(self) -> None:
+        self.shell.withdraw_start()
         if self.run is not None:
             self.run.view.signal.abort("agent_stopped")
 
@@ -157,6 +162,7 @@ class AgentActor(SupervisedActor):
         if isinstance(message, Fact):
             getattr(self, f"_fact_{message.name}")(*message.args)
             self._mutated(message.name)
+            self._offer_start()
             return None
         if isinstance(message, Call):
             reply = message.reply
@@ -165,13 +171,23 @@ class AgentActor(SupervisedActor):
                 self._mutated(message.name)
             except AgentRuntimeError as exc:
                 answer(reply, exception=exc)
+                self._offer_start()
                 return None
             except BaseException as exc:
                 answer(reply, exception=exc)
                 raise  # escapes the handler: the actor crashes with this reason
             answer(reply, result=result)
+            self._offer_start()
             return None
         return super().on_receive(message)
+
+    def _offer_start(self) -> None:
+        """Offer the start ticket while idle, when a prompt's start can fail only by a race (a
+        system prompt that is a Template renders per run, and may fail: no ticket then)."""
+        if self.run is None and isinstance(self.system_prompt, str):
+            self.shell.offer_start()
+        else:
+            self.shell.withdraw_start()
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Once started, every assignment to the state goes through the test hook.
@@ -191,17 +207,36 @@ class AgentActor(SupervisedActor):
     ) -> RunView:
         return self._start_run(prompts, None, trace_links, output)
 
+    def _on_start_reserved(
+        self,
+        run_id: str,
+        prompts: list[Message],
+        trace_links: Sequence[Any],
+        output: Any,
+        outcome: Future[Event],
+    ) -> str:
+        """The start of a caller that holds the ticket (`AgentShell.reserve_start`): it did not
+        wait for this answer; a start that fails here (a race with the agent's stop) fails
+        the call's reply, and the caller ends the run's stream."""
+        self.shell.reservation_arrived(run_id)
+        return self._start_run(prompts, None, trace_links, output, run_id, outcome).run_id
+
     def _start_run(
         self,
         prompts: list[Message] | None,
         system_prompt: str | None,
         trace_links: Sequence[Any],
         output: Any = None,
+        run_id: str | None = None,
+        outcome: Future[Event] | None = None,
     ) -> RunView:
         if self.shell.stopped or self.host.stopping:
             raise AgentStopped(self.key)
         if self.run is not None:
             raise AgentBusy(self.key, self.run.view.run_id)
+        reserved = self.shell.withdraw_start()
+        if reserved is not None:  # a caller's reserved start is on its way: it goes first
+            raise AgentBusy(self.key, reserved)
         # A Template is rendered here, per run, so an update applies without a restart; a
         # missing template or parameter fails the start before anything changes.
         prompt = system_prompt if system_prompt is not None else self._render(self.system_prompt)
@@ -220,7 +255,7 @@ class AgentActor(SupervisedActor):
             take_all(self.steering),
             take_all(self.follow_ups),
         )
-        view = RunView(uuid.uuid4().hex[:16], signal, inbox)
+        view = RunView(run_id or new_run_id(), signal, inbox, outcome)
         if not self.shell.run_started(view):  # the agent ended since the check above
             self._unstart(view)
             raise AgentStopped(self.key)
@@ -328,6 +363,8 @@ class AgentActor(SupervisedActor):
         """Start a run with queued follow-ups (after a run that ended with AgentEnd)."""
         if self.shell.stopped or self.host.stopping:
             return
+        if self.shell.withdraw_start() is not None:
+            return  # a caller's reserved start comes first; its run takes the follow-ups
         taken = [self.follow_ups.popleft()]
         if self.follow_up_mode == "all":
             taken += take_all(self.follow_ups)

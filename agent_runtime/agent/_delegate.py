@@ -11,7 +11,7 @@ from pydantic import Field
 
 from agent_runtime._errors import AgentBusy, AgentStopped, RunCanceled, RunFailed
 from agent_runtime.agent._handle import Agent
-from agent_runtime.agent._run import RunView
+from agent_runtime.agent._run import ReservedRun, RunView
 from agent_runtime.agent._state import run_result
 from agent_runtime.messages import TextContent, ToolResult
 from agent_runtime.tools import Tool, ToolContext, error_result
@@ -89,6 +89,8 @@ def delegate(
             return error_result(f"subagent {tuple(subagent.key)} was canceled: {exc.reason}")
         except RunFailed as exc:
             return error_result(f"subagent {tuple(subagent.key)} failed: {exc.reason}")
+        except (AgentBusy, AgentStopped) as exc:  # its start lost a race with its stop
+            return error_result(f"subagent {tuple(subagent.key)} did not start: {exc}")
         except TimeoutError:
             subagent._tell("abort", "delegate_timeout")
             return error_result(f"subagent {tuple(subagent.key)} did not finish within {timeout}s")
@@ -132,7 +134,9 @@ def _claim_lock(parent: Agent) -> asyncio.Lock:
     return lock
 
 
-async def _claim_idle_child(parent: Agent, role: str, task: str) -> tuple[Agent, RunView] | None:
+async def _claim_idle_child(
+    parent: Agent, role: str, task: str
+) -> tuple[Agent, RunView | ReservedRun] | None:
     """Start `task` on a live subagent of `role` that `parent` spawned and that is idle."""
     for child in parent._shell.children():
         handle = child.handle

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, cast, get_args
@@ -14,15 +15,17 @@ from agent_runtime._errors import AgentStopped
 from agent_runtime._key import AgentKey
 from agent_runtime.agent._calls import ActorCalls
 from agent_runtime.agent._history import as_messages
-from agent_runtime.agent._run import Queued, RunView
+from agent_runtime.agent._messages import answer
+from agent_runtime.agent._run import Queued, ReservedRun, RunView
 from agent_runtime.agent._run_events import RunEvents
-from agent_runtime.agent._shell import AgentShell
+from agent_runtime.agent._shell import AgentShell, IncarnationExited
 from agent_runtime.agent._state import AgentState, RunResult, run_result
 from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import OverflowPolicy, Subscription
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop._output import OutputSpec
+from agent_runtime.loop._run import new_run_id
 from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
 from agent_runtime.templates import Template
@@ -95,18 +98,77 @@ class Agent:
     # -- runs -------------------------------------------------------------------------------------
 
     def _start(
-        self, input: str | Message | Sequence[Message] | None, output: OutputSpec | None = None
-    ) -> RunView:
+        self,
+        input: str | Message | Sequence[Message] | None,
+        output: OutputSpec | None = None,
+        sub: Subscription | None = None,
+    ) -> RunView | ReservedRun:
         prompts = None if input is None else as_messages(input)
+        reserved = self._reserved_start(prompts, output, sub)
+        if reserved is not None:
+            return reserved
         view: RunView = self._calls.call("start_run", prompts, current_links(), output)
         return view
 
     async def _astart(
         self, input: str | Message | Sequence[Message] | None, output: OutputSpec | None = None
-    ) -> RunView:
+    ) -> RunView | ReservedRun:
         prompts = None if input is None else as_messages(input)
+        reserved = self._reserved_start(prompts, output, None)
+        if reserved is not None:
+            return reserved
         view: RunView = await self._calls.acall("start_run", prompts, current_links(), output)
         return view
+
+    def _reserved_start(
+        self, prompts: list[Message] | None, output: OutputSpec | None, sub: Subscription | None
+    ) -> ReservedRun | None:
+        """Start the run without waiting for the actor, when it offers its start ticket (an
+        idle agent whose start can fail only by a race with its stop); None otherwise, and
+        the caller asks the actor, which answers AgentBusy and the like at once.
+
+        A reserved start that fails at the actor after all ends the run's stream with
+        `Canceled("not_started: ...")` and fails its outcome with the error (`run()` raises
+        it), so every reader still sees one end."""
+        shell = self._shell
+        if prompts is None:  # continuing can fail on the history: the actor decides first
+            return None
+        run_id = new_run_id()
+        if not shell.reserve_start(run_id):
+            return None
+        outcome: concurrent.futures.Future[Event] = concurrent.futures.Future()
+        args = (run_id, prompts, current_links(), output, outcome)
+        try:
+            reply = self._calls.send("start_reserved", args, wait=False)
+        except BaseException:
+            shell.reservation_arrived(run_id)
+            raise
+        if reply is None:  # the actor exited just now: ask its next incarnation instead
+            shell.reservation_arrived(run_id)
+            return None
+        reply.add_done_callback(functools.partial(self._reserved_answered, run_id, outcome, sub))
+        return ReservedRun(run_id, outcome)
+
+    def _reserved_answered(
+        self,
+        run_id: str,
+        outcome: concurrent.futures.Future[Event],
+        sub: Subscription | None,
+        reply: concurrent.futures.Future[Any],
+    ) -> None:
+        error = reply.exception()
+        if error is None:
+            return  # the run started: its driver ends it
+        if isinstance(error, IncarnationExited):
+            error = AgentStopped(self.key)
+        terminal = Canceled(
+            agent=self.key, run_id=run_id, reason=f"not_started: {type(error).__name__}: {error}"
+        )
+        shell = self._shell
+        if sub is not None and not any(ref() is sub for ref in shell.subscriptions):
+            sub.stream.push_async(terminal)  # its subscribe did not reach the actor
+        shell.push_now(terminal)
+        answer(outcome, exception=error)
 
     def _output(
         self, output_type: Any, output_retries: int | None, on_failure: OnFailure | None
@@ -126,7 +188,10 @@ class Agent:
         return spec, on_failure if on_failure is not None else options.on_failure
 
     def prompt(self, input: str | Message | Sequence[Message]) -> str:
-        """Start a run with `input`; returns its run id at once.
+        """Start a run with `input`; returns its run id at once. An idle agent takes the
+        start without its caller waiting for the actor (so `astream` and `prompt` on an
+        application's event loop never hold it); should that start then lose a race with the
+        agent's stop, the run ends with `Canceled("not_started: ...")`.
 
         Raises:
             AgentBusy: a run is in progress (steer or follow up instead).
@@ -326,7 +391,7 @@ class Agent:
         # mailbox, in order), so the caller's loop waits for one answer only.
         self._calls.send("subscribe", (sub,))
         try:
-            run_id = self._start(prompts).run_id
+            run_id = self._start(prompts, sub=sub).run_id
         except BaseException:
             sub.close()
             raise

@@ -87,7 +87,13 @@ class RunInbox:
 class RunView:
     """What the actor, the run's driver and the agent's exit monitor share of one run."""
 
-    def __init__(self, run_id: str, signal: AbortSignal, inbox: RunInbox) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        signal: AbortSignal,
+        inbox: RunInbox,
+        outcome: Future[Event] | None = None,
+    ) -> None:
         self.run_id = run_id
         self.signal = signal
         self.inbox = inbox
@@ -96,7 +102,8 @@ class RunView:
         self.stream_event: MessageStart | MessageUpdate | None = None
         self.crashed: str | None = None  # exit monitor: the actor crashed during the run
         self.ended: Future[Event] = Future()  # actor (or driver, if first): the state shows the end
-        self.outcome: Future[Event] = Future()  # driver: its end was delivered (run() returns)
+        # driver: its end was delivered (run() returns); a reserved start brings its caller's
+        self.outcome: Future[Event] = Future() if outcome is None else outcome
 
     @property
     def stream_message(self) -> AssistantMessage | None:
@@ -109,6 +116,15 @@ class RunView:
         """The agent's actor crashed: end the run with `Error("agent_crashed: ...")`."""
         self.crashed = reason
         self.signal.abort(f"agent_crashed: {reason}")
+
+
+@dataclass(frozen=True)
+class ReservedRun:
+    """A run started with the agent's start ticket: its id and its outcome, as `RunView`
+    has them (the actor makes the view itself when the start arrives)."""
+
+    run_id: str
+    outcome: Future[Event]
 
 
 def take_all(queue: deque[Queued]) -> list[Queued]:

@@ -42,8 +42,13 @@ class AgentShell:
     actor (subscriptions also emptied when the agent ends); `last_driver` and `progress` by
     the event-loop thread. `status` and `progress` are immutable snapshots for
     `Runtime.tree()` (see `_status`).
-    The runs whose end is not yet delivered, `stopped` and `children` change under this
-    module's lock, which is never held while calling out.
+    The runs whose end is not yet delivered, `stopped`, `children` and the start ticket
+    change under this module's lock, which is never held while calling out.
+
+    The start ticket lets one caller start a run without waiting for the actor's answer: the
+    actor offers it while it is idle and any prompt would start (`offer_start`); the first
+    caller to `reserve_start` holds the agent's next start, and the actor starts that run
+    before any other (`withdraw_start` tells it a reservation is on its way).
 
     There can be two such runs: the actor hears of a run's end just before the end is
     delivered, so it may accept the next run meanwhile. The subscriptions close only once the
@@ -64,6 +69,8 @@ class AgentShell:
         self.subscriptions: SubscriptionRefs = ()
         self._undelivered: list[RunView] = []  # oldest first
         self.stopped = False
+        self._ticket = False  # offered by the idle actor; see reserve_start
+        self._reserved: str | None = None  # the run id of the caller holding the ticket
         self.stop_reason = ""
         self.last_driver: asyncio.Task[None] | None = None
         self.status: ActorStatus | None = None  # None until the first incarnation started
@@ -112,6 +119,8 @@ class AgentShell:
 
     def _incarnation_exited(self, reason: ExitReason) -> None:
         with self._lock:
+            self._ticket = False  # a reservation on its way fails with its call (unanswered)
+            self._reserved = None
             view = self._undelivered[-1] if self._undelivered else None
             unanswered = list(self._replies)
             self._replies.clear()
@@ -125,6 +134,39 @@ class AgentShell:
             self.end("agent_stopped")
         elif self.options.restart == "temporary":
             self.end(f"agent_crashed: {reason}")
+
+    # -- the start ticket -------------------------------------------------------------------------
+
+    def offer_start(self) -> None:
+        """The actor is idle and nothing about a prompt's start can fail but a race: the next
+        `reserve_start` succeeds (unless a reservation is still on its way). Actor thread."""
+        with self._lock:
+            if not self.stopped and self._reserved is None:
+                self._ticket = True
+
+    def withdraw_start(self) -> str | None:
+        """The actor starts a run, or can no longer start one unchecked: no caller reserves
+        from now on. Returns the run id of a reservation on its way to the actor (that run
+        starts first), else None. Actor thread."""
+        with self._lock:
+            self._ticket = False
+            return self._reserved
+
+    def reserve_start(self, run_id: str) -> bool:
+        """Take the ticket for run `run_id`; False if the actor offers none right now (the
+        caller asks the actor instead). Any thread."""
+        with self._lock:
+            if not self._ticket or self.stopped or self.host.stopping:
+                return False
+            self._ticket, self._reserved = False, run_id
+            return True
+
+    def reservation_arrived(self, run_id: str) -> None:
+        """The reserved start of `run_id` reached the actor (or will never: its caller gave
+        it up). Actor thread, or the caller's."""
+        with self._lock:
+            if self._reserved == run_id:
+                self._reserved = None
 
     def wait_replaced(self, old: pykka.ActorRef[Any] | None, timeout: float) -> bool:
         """Wait until an incarnation other than `old` runs; False if the agent ended first or

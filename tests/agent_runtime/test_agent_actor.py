@@ -20,7 +20,7 @@ from agent_runtime import (
 from agent_runtime.agent import AgentOptions, _actor, _driver
 from agent_runtime.agent._history import repaired
 from agent_runtime.config import RuntimeConfig
-from agent_runtime.events import AgentEnd, Error, Event, MessageUpdate, ToolExecutionStart
+from agent_runtime.events import AgentEnd, Canceled, Error, Event, MessageUpdate, ToolExecutionStart
 from agent_runtime.llm import ProviderError
 from agent_runtime.loop import RetryPolicy, validate_transcript
 from agent_runtime.memory import InMemoryStore, MemoryAdded, MemoryPolicy, SessionMemory
@@ -76,7 +76,7 @@ def test_an_exception_in_a_handler_crashes_the_actor_and_ends_a_temporary_agent(
     ref = agent.ref
     sub = agent.subscribe()
     with pytest.raises(RuntimeError, match="registry broke"):
-        agent.prompt("go")
+        agent.run("go")  # the idle agent's start was not waited for: its outcome carries it
     wait_until(lambda: not ref.is_alive())
     reason = exit_reason(ref)
     assert reason is not None and reason.kind == "crash" and "registry broke" in reason.detail
@@ -84,7 +84,10 @@ def test_an_exception_in_a_handler_crashes_the_actor_and_ends_a_temporary_agent(
     assert not agent.alive
     with pytest.raises(AgentStopped):
         agent.state()
-    assert list(sub) == []  # closed: no run was interrupted
+    # closed, after the end of the run that never started
+    assert [(type(e), e.reason) for e in sub] == [  # type: ignore[attr-defined]
+        (Canceled, "not_started: RuntimeError: registry broke")
+    ]
 
 
 @pytest.fixture
@@ -448,9 +451,14 @@ def test_a_run_that_fails_to_start_holds_no_subscription_open(
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]))
     sub = agent.subscribe()
     with pytest.raises(ValueError, match="the loop refused the settings"):
-        agent.prompt("go")
-    # The unexpected failure crashes the (temporary) agent; no run is left to wait for, so
-    # its subscription closes with it instead of waiting for an end that never comes.
+        agent.run("go")
+    # The unexpected failure crashes the (temporary) agent; the run that never started ends
+    # its readers' wait, and no run is left to wait for, so the subscription closes with the
+    # agent instead of waiting for an end that never comes.
+    ended = list(sub.until_end(timeout=5))
+    assert [e.reason for e in ended] == [  # type: ignore[attr-defined]
+        "not_started: ValueError: the loop refused the settings"
+    ]
     assert list(sub.until_end(timeout=5)) == []
     assert sub.closed
 
@@ -472,7 +480,7 @@ def test_a_restarted_agent_after_a_run_that_failed_to_start_takes_prompts_and_st
     sub = agent.subscribe()
     crashed = agent.ref
     with pytest.raises(ValueError, match="once"):
-        agent.prompt("go")
+        agent.run("go")
     wait_until(lambda: agent.alive and agent.ref is not crashed, what="the agent restarted")
     run_id = agent.prompt("again")
     assert isinstance(list(sub.until_end(timeout=5, run_id=run_id))[-1], AgentEnd)
