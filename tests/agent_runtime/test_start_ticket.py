@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -72,6 +72,29 @@ def test_a_prompt_to_an_idle_agent_returns_before_its_actor_takes_the_start(
     assert events[0].run_id == run_id
 
 
+def race(threads: int, prompt: Callable[[int], str]) -> list[str]:
+    """`prompt(i)` from `threads` threads at once: each run id, or "busy"."""
+    barrier = threading.Barrier(threads)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def racer(i: int) -> None:
+        barrier.wait(5)
+        try:
+            result = prompt(i)
+        except AgentBusy:
+            result = "busy"
+        with lock:
+            outcomes.append(result)
+
+    racers = [threading.Thread(target=racer, args=(i,)) for i in range(threads)]
+    for t in racers:
+        t.start()
+    for t in racers:
+        t.join(10)
+    return outcomes
+
+
 def test_of_concurrent_prompts_to_an_idle_agent_exactly_one_starts(runtime: Runtime) -> None:
     rounds, threads = 20, 6
     # Each run streams for 0.2 s, long after the last racer tried: one start per round.
@@ -80,26 +103,7 @@ def test_of_concurrent_prompts_to_an_idle_agent_exactly_one_starts(runtime: Runt
         ("s", "a", 0), model=ScriptedModel(turns), memory=MemoryPolicy.none()
     )
     for round_number in range(rounds):
-        barrier = threading.Barrier(threads)
-        outcomes: list[str] = []
-        lock = threading.Lock()
-
-        def racer(i: int, round_number: int = round_number) -> None:
-            barrier.wait(5)
-            try:
-                run_id = agent.prompt(f"round {round_number} from {i}")
-            except AgentBusy:
-                result = "busy"
-            else:
-                result = run_id
-            with lock:
-                outcomes.append(result)
-
-        racers = [threading.Thread(target=racer, args=(i,)) for i in range(threads)]
-        for t in racers:
-            t.start()
-        for t in racers:
-            t.join(10)
+        outcomes = race(threads, lambda i, r=round_number: agent.prompt(f"round {r} from {i}"))
         started = [o for o in outcomes if o != "busy"]
         assert len(outcomes) == threads and len(started) == 1, outcomes
         agent.wait_for_idle(10)
