@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agent_runtime.config import QueueMode, RuntimeConfig, ThinkingLevel
 from agent_runtime.guardrails._base import Guardrail, validated
 from agent_runtime.guardrails._spec import instantiate
-from agent_runtime.llm.base import BaseChatModel, ChatModel
+from agent_runtime.llm.base import ChatModel, check_chat_model
 from agent_runtime.llm.factory import from_config
 from agent_runtime.loop._output import OutputSpec
 from agent_runtime.loop.types import RetryPolicy
@@ -20,9 +20,6 @@ from agent_runtime.tools import Tool, ToolRegistry, check_unique
 
 Restart = Literal["temporary", "transient"]
 _TOOL_CHOICE_MODES = ("auto", "none", "required")
-
-
-_CONFORMING_MODELS: set[type] = set()  # types found to be ChatModels (not BaseChatModel's)
 
 
 class AgentOptions(BaseModel):
@@ -89,20 +86,7 @@ class AgentOptions(BaseModel):
     @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
     @classmethod
     def _check_model(cls, value: object) -> object:
-        # The runtime-checkable Protocol's isinstance costs ~15 us: the project's own base
-        # class, and each type once found to conform, pass without it.
-        kind = type(value)
-        if isinstance(value, BaseChatModel) or kind in _CONFORMING_MODELS:
-            return value
-        if isinstance(value, type):  # a class has the Protocol's methods, as functions
-            raise TypeError(
-                f"model must be a ChatModel instance, not the class {value.__name__} "
-                "(create one, e.g. agent_runtime.llm.openai_compatible(...))"
-            )
-        if not isinstance(value, ChatModel):
-            raise TypeError(f"model must be a ChatModel, not {type(value).__name__}")
-        _CONFORMING_MODELS.add(kind)
-        return value
+        return check_chat_model(value)
 
     @field_validator("system_prompt", mode="before")
     @classmethod

@@ -13,7 +13,7 @@ from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import OverflowPolicy
 from agent_runtime.events import Event
 from agent_runtime.guardrails._base import Guardrail, validated
-from agent_runtime.llm.base import ChatModel
+from agent_runtime.llm.base import ChatModel, check_chat_model
 from agent_runtime.llm.types import ReasoningLevel
 from agent_runtime.loop._output import OutputSpec
 from agent_runtime.loop._transcript import TranscriptState
@@ -167,6 +167,11 @@ class LoopConfig(BaseModel):
     stream_overflow: OverflowPolicy | None = None
     output: OutputSpec | None = None
     guardrails: tuple[Guardrail, ...] = ()
+
+    @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
+    @classmethod
+    def _check_model(cls, value: object) -> object:
+        return check_chat_model(value)
 
     @field_validator("guardrails", mode="plain")
     @classmethod
