@@ -24,6 +24,8 @@ class AgentKey(NamedTuple):
             ValueError: `value` is not a 3-tuple of a non-empty session string, a non-empty
                 role string and a non-negative int index; the message names the bad part.
         """
+        if value.__class__ is AgentKey and value in _VALID and value[2].__class__ is int:
+            return value  # checked before (every event of an agent carries its key)
         if isinstance(value, AgentKey):
             parts: tuple[Any, ...] = tuple(value)
         elif isinstance(value, tuple | list) and len(value) == 3:
@@ -39,6 +41,13 @@ class AgentKey(NamedTuple):
             raise ValueError(f"invalid agent key role {role!r} (expected a non-empty str)")
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise ValueError(f"invalid agent key index {index!r} (expected an int >= 0)")
-        if isinstance(value, AgentKey):
-            return value
-        return cls(session, role, index)
+        key = value if isinstance(value, AgentKey) else cls(session, role, index)
+        if len(_VALID) >= _VALID_MAX:
+            _VALID.clear()
+        _VALID[key] = None
+        return key
+
+
+# Keys that passed `AgentKey.of` (equal tuples of str, str, int are equally valid), bounded.
+_VALID: dict[AgentKey, None] = {}
+_VALID_MAX = 4096
