@@ -20,7 +20,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime.agent._history import repaired
 from agent_runtime.agent._launch import launch_run
 from agent_runtime.agent._messages import Call, Fact, answer
-from agent_runtime.agent._run import Queued, RunInbox, RunView, take_all
+from agent_runtime.agent._run import Queued, ReservedRun, RunInbox, RunView, take_all
 from agent_runtime.agent._session_sync import SessionMirror
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.agent._status import ActorStatus
@@ -185,7 +185,7 @@ class AgentActor(SupervisedActor):
         """Offer the start ticket while idle, when a prompt's start can fail only by a race (a
         system prompt that is a Template renders per run, and may fail: no ticket then)."""
         if self.run is None and isinstance(self.system_prompt, str):
-            self.shell.offer_start()
+            self.shell.offer_start(self.actor_ref)
         else:
             self.shell.withdraw_start()
 
@@ -209,17 +209,16 @@ class AgentActor(SupervisedActor):
 
     def _on_start_reserved(
         self,
-        run_id: str,
+        reservation: ReservedRun,
         prompts: list[Message],
         trace_links: Sequence[Any],
         output: Any,
-        outcome: Future[Event],
     ) -> str:
         """The start of a caller that holds the ticket (`AgentShell.reserve_start`): it did not
         wait for this answer; a start that fails here (a race with the agent's stop) fails
         the call's reply, and the caller ends the run's stream."""
-        self.shell.reservation_arrived(run_id)
-        return self._start_run(prompts, None, trace_links, output, run_id, outcome).run_id
+        self.shell.reservation_arrived(reservation.run_id)
+        return self._start_run(prompts, None, trace_links, output, reservation).run_id
 
     def _start_run(
         self,
@@ -227,8 +226,7 @@ class AgentActor(SupervisedActor):
         system_prompt: str | None,
         trace_links: Sequence[Any],
         output: Any = None,
-        run_id: str | None = None,
-        outcome: Future[Event] | None = None,
+        reservation: ReservedRun | None = None,
     ) -> RunView:
         if self.shell.stopped or self.host.stopping:
             raise AgentStopped(self.key)
@@ -255,7 +253,10 @@ class AgentActor(SupervisedActor):
             take_all(self.steering),
             take_all(self.follow_ups),
         )
-        view = RunView(run_id or new_run_id(), signal, inbox, outcome)
+        if reservation is None:
+            view = RunView(new_run_id(), signal, inbox)
+        else:
+            view = RunView(reservation.run_id, signal, inbox, reservation.outcome)
         if not self.shell.run_started(view):  # the agent ended since the check above
             self._unstart(view)
             raise AgentStopped(self.key)
@@ -279,6 +280,8 @@ class AgentActor(SupervisedActor):
         except BaseException:
             self._unstart(view)  # no end of this run is awaited, then the actor crashes
             raise
+        if reservation is not None:  # its driver ends it now, whatever befalls this actor
+            reservation.started = True
         self.run = ActiveRun(view)
         self.error = None
         self.ended_ok_at = -math.inf

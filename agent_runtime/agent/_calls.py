@@ -39,9 +39,12 @@ class ActorCalls:
 
     # -- messages to the actor --------------------------------------------------------------------
 
-    def send(self, name: str, args: tuple[Any, ...], *, wait: bool = True) -> Any:
+    def send(
+        self, name: str, args: tuple[Any, ...], *, wait: bool = True, hold: bool = False
+    ) -> Any:
         """Send a call to the current actor; returns its reply future, or None if no actor
-        runs right now and `wait` is False.
+        runs right now and `wait` is False. `hold`: nobody waits on the reply, so the shell
+        keeps it until it is settled (an actor's exit still fails it).
 
         Raises:
             AgentStopped: the agent ended (or did not come back within RESTART_WAIT).
@@ -53,7 +56,7 @@ class ActorCalls:
                 raise AgentStopped(shell.key)
             ref = shell.ref
             if ref is not None:
-                reply = shell.new_reply()
+                reply = shell.new_reply(hold=hold)
                 try:
                     ref.tell(Call(name, args, reply))
                     return reply

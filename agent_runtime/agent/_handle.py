@@ -133,42 +133,42 @@ class Agent:
         shell = self._shell
         if prompts is None:  # continuing can fail on the history: the actor decides first
             return None
-        run_id = new_run_id()
-        if not shell.reserve_start(run_id):
+        reservation = ReservedRun(new_run_id())
+        args = (reservation, prompts, current_links(), output)
+        if not shell.reserve_start(reservation.run_id):
             return None
-        outcome: concurrent.futures.Future[Event] = concurrent.futures.Future()
-        args = (run_id, prompts, current_links(), output, outcome)
         try:
-            reply = self._calls.send("start_reserved", args, wait=False)
+            reply = self._calls.send("start_reserved", args, wait=False, hold=True)
         except BaseException:
-            shell.reservation_arrived(run_id)
+            shell.reservation_arrived(reservation.run_id)
             raise
         if reply is None:  # the actor exited just now: ask its next incarnation instead
-            shell.reservation_arrived(run_id)
+            shell.reservation_arrived(reservation.run_id)
             return None
-        reply.add_done_callback(functools.partial(self._reserved_answered, run_id, outcome, sub))
-        return ReservedRun(run_id, outcome)
+        reply.add_done_callback(functools.partial(self._reserved_answered, reservation, sub))
+        return reservation
 
     def _reserved_answered(
         self,
-        run_id: str,
-        outcome: concurrent.futures.Future[Event],
+        reservation: ReservedRun,
         sub: Subscription | None,
         reply: concurrent.futures.Future[Any],
     ) -> None:
         error = reply.exception()
-        if error is None:
-            return  # the run started: its driver ends it
+        if error is None or reservation.started:
+            return  # the run started: its driver ends it (an exit after that included)
         if isinstance(error, IncarnationExited):
             error = AgentStopped(self.key)
         terminal = Canceled(
-            agent=self.key, run_id=run_id, reason=f"not_started: {type(error).__name__}: {error}"
+            agent=self.key,
+            run_id=reservation.run_id,
+            reason=f"not_started: {type(error).__name__}: {error}",
         )
         shell = self._shell
         if sub is not None and not any(ref() is sub for ref in shell.subscriptions):
             sub.stream.push_async(terminal)  # its subscribe did not reach the actor
         shell.push_now(terminal)
-        answer(outcome, exception=error)
+        answer(reservation.outcome, exception=error)
 
     def _output(
         self, output_type: Any, output_retries: int | None, on_failure: OnFailure | None
@@ -244,7 +244,8 @@ class Agent:
     def abort(self, reason: str = "user_abort") -> bool:
         """Abort the running run (and its delegated subagents); False if none was running."""
         if self._calls.on_loop_thread():
-            running = self._shell.delivering is not None
+            # a reserved start on its way to the actor is a run too: the abort follows it
+            running = self._shell.delivering is not None or self._shell.reserved is not None
             self._calls.tell("abort", reason)
             return running
         aborted: bool = self._calls.call("abort", reason)
@@ -373,7 +374,10 @@ class Agent:
         """`stream` for asyncio callers: `async for event in agent.astream(input)`.
 
         The run starts here, eagerly: `AgentBusy` (and every other start error) is raised by
-        this call, before any event is awaited (an HTTP handler can still answer 409). The
+        this call, before any event is awaited (an HTTP handler can still answer 409); only a
+        start that loses a race with the agent's stop, which the call cannot see, ends the
+        stream with `Canceled("not_started: ...")` instead. An idle agent takes the start
+        without this call waiting for its actor, so the caller's loop is not held. The
         iterator yields the run's events up to its end, inclusive (delegates' included),
         waiting without blocking the loop and yielding to it between batches. Abandoning it
         before the end (`aclose()`, `break` then dropping it, or garbage collection) closes its
@@ -388,8 +392,10 @@ class Agent:
         prompts = as_messages(input)
         sub = self._new_subscription(MAX_QUEUE, OVERFLOW, BLOCK_TIMEOUT)
         # Not waited for: the actor takes the subscription before the run it starts next (one
-        # mailbox, in order), so the caller's loop waits for one answer only.
-        self._calls.send("subscribe", (sub,))
+        # mailbox, in order). On an event loop it never waits for a restarting agent either.
+        if self._calls.send("subscribe", (sub,), wait=not self._calls.on_loop_thread()) is None:
+            sub.close()
+            raise AgentStopped(self.key)
         try:
             run_id = self._start(prompts, sub=sub).run_id
         except BaseException:

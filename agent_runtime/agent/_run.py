@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent_runtime.abort import AbortSignal
 from agent_runtime.config import QueueMode
@@ -118,13 +118,16 @@ class RunView:
         self.signal.abort(f"agent_crashed: {reason}")
 
 
-@dataclass(frozen=True)
+@dataclass
 class ReservedRun:
     """A run started with the agent's start ticket: its id and its outcome, as `RunView`
-    has them (the actor makes the view itself when the start arrives)."""
+    has them (the actor makes the view, with this outcome, when the start arrives).
+    `started` is set by the actor once the run's driver was launched: from then on the run
+    ends through it, whatever happens to the start's reply."""
 
     run_id: str
-    outcome: Future[Event]
+    outcome: Future[Event] = field(default_factory=Future)
+    started: bool = False
 
 
 def take_all(queue: deque[Queued]) -> list[Queued]:

@@ -80,6 +80,9 @@ class AgentShell:
         self.loop_settings: tuple[Any, Any, Any] | None = None
         self._children: weakref.WeakSet[AgentShell] = weakref.WeakSet()
         self._replies: weakref.WeakSet[Future[Any]] = weakref.WeakSet()  # calls not answered
+        # Replies nobody waits on (reserved starts): held here until settled, so an exit that
+        # drops their message still fails them (the WeakSet alone would lose them).
+        self._held: set[Future[Any]] = set()
         self._lock = threading.Condition()
         self.log = log.bind(session=key.session, role=key.role, index=key.index)
         if parent is not None:
@@ -98,18 +101,34 @@ class AgentShell:
             self.host.counters.restarted()
         monitor(ref, lambda _ref, reason: self._incarnation_exited(reason))
 
-    def new_reply(self) -> Future[Any]:
+    def new_reply(self, *, hold: bool = False) -> Future[Any]:
         """The reply future of a call about to be sent; failed if its actor exits first.
-        It cannot be cancelled (a caller that stops waiting never makes the actor fail)."""
+        It cannot be cancelled (a caller that stops waiting never makes the actor fail).
+        `hold`: kept alive here until settled, for a caller that does not wait on it."""
         reply: Future[Any] = Future()
         reply.set_running_or_notify_cancel()
         with self._lock:
             self._replies.add(reply)
+            if hold:
+                self._held.add(reply)
+        if hold:
+            reply.add_done_callback(self._release)
         return reply
+
+    def _release(self, reply: Future[Any]) -> None:
+        with self._lock:
+            self._held.discard(reply)
 
     def forget_reply(self, reply: Future[Any]) -> None:
         with self._lock:
             self._replies.discard(reply)
+            self._held.discard(reply)
+
+    @property
+    def reserved(self) -> str | None:
+        """The run id of a reserved start not yet taken by the actor (the agent is busy)."""
+        with self._lock:
+            return self._reserved
 
     @property
     def delivering(self) -> RunView | None:
@@ -137,11 +156,13 @@ class AgentShell:
 
     # -- the start ticket -------------------------------------------------------------------------
 
-    def offer_start(self) -> None:
-        """The actor is idle and nothing about a prompt's start can fail but a race: the next
-        `reserve_start` succeeds (unless a reservation is still on its way). Actor thread."""
+    def offer_start(self, offered_by: pykka.ActorRef[Any]) -> None:
+        """The actor `offered_by` is idle and nothing about a prompt's start can fail but a
+        race: the next `reserve_start` succeeds (unless a reservation is still on its way).
+        Actor thread; an incarnation that is no longer the current one offers nothing (the
+        thread of a killed actor may still finish a handler)."""
         with self._lock:
-            if not self.stopped and self._reserved is None:
+            if not self.stopped and self._reserved is None and self.ref is offered_by:
                 self._ticket = True
 
     def withdraw_start(self) -> str | None:

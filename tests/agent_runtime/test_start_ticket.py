@@ -4,6 +4,8 @@ the runtime's stop still ends its run for every reader."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,11 +16,12 @@ import pytest
 from agent_runtime import AgentBusy, AgentStopped, Runtime
 from agent_runtime.agent import _actor
 from agent_runtime.config import MemoryConfig, RuntimeConfig
-from agent_runtime.events import AgentEnd, Canceled
+from agent_runtime.events import AgentEnd, Canceled, Event
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import UserMessage
 from agent_runtime.templates import Template
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from supervisors._actor import actor_of
 
 
 @pytest.fixture
@@ -148,3 +151,103 @@ def test_an_agent_with_a_template_prompt_still_raises_a_render_error_at_the_call
     with pytest.raises(Exception, match="no-such-template"):
         agent.prompt("hi")
     assert agent.state().is_running is False
+
+
+def hold_state(monkeypatch: pytest.MonkeyPatch, *, crash: bool) -> Gate:
+    """Hold the actor in `state()` until the gate opens; then it crashes, or answers."""
+    gate = Gate.__new__(Gate)
+    gate.arrived, gate.opened = threading.Event(), threading.Event()
+    original = _actor.AgentActor._on_state
+
+    def held(actor: Any) -> Any:
+        gate.arrived.set()
+        assert gate.opened.wait(10), "the test never opened the gate"
+        if crash:
+            raise RuntimeError("boom in state")
+        return original(actor)
+
+    monkeypatch.setattr(_actor.AgentActor, "_on_state", held)
+    return gate
+
+
+def quietly(call: Callable[[], Any]) -> Callable[[], None]:
+    def called() -> None:
+        with contextlib.suppress(Exception):
+            call()
+
+    return called
+
+
+def run_in_thread(agent: Any) -> tuple[threading.Thread, list[BaseException]]:
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            agent.run("hi", timeout=10)
+        except BaseException as exc:
+            raised.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    return runner, raised
+
+
+def test_a_reserved_start_queued_behind_a_crash_fails_its_run_instead_of_hanging(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = hold_state(monkeypatch, crash=True)
+    agent = runtime.start_agent(("s", "a", 0), model=ScriptedModel(["x"] * 5), restart="transient")
+    sub = agent.subscribe()
+    crashed = agent.ref
+    threading.Thread(target=quietly(agent.state), daemon=True).start()  # it crashes the actor
+    assert gate.arrived.wait(5)
+    runner, raised = run_in_thread(agent)  # reserves; its start queues behind state()
+    wait_until(lambda: agent._shell.reserved is not None, what="the start is reserved")
+    gate.opened.set()  # the crash drops the queued start with the actor's mailbox
+    runner.join(10)
+    assert not runner.is_alive() and len(raised) == 1 and isinstance(raised[0], AgentStopped)
+    wait_until(lambda: agent.alive and agent.ref is not crashed, what="the agent restarted")
+    monkeypatch.undo()
+    ends = [e for e in sub.until_end(timeout=5) if isinstance(e, Canceled)]
+    assert [e.reason for e in ends] == [f"not_started: AgentStopped: {AgentStopped(agent.key)}"]
+    assert isinstance(agent.run("again", timeout=10).text, str)  # the next start is fine
+
+
+def test_a_reserved_start_queued_behind_a_stop_fails_its_run_instead_of_hanging(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = hold_state(monkeypatch, crash=False)
+    agent = runtime.start_agent(("s", "a", 0), model=ScriptedModel(["x"] * 5))
+    sub = agent.subscribe()
+    inbox = actor_of(agent.ref).actor_inbox
+    threading.Thread(target=agent.state, daemon=True).start()
+    assert gate.arrived.wait(5)
+    stopper = threading.Thread(target=agent.stop, daemon=True)
+    stopper.start()
+    wait_until(lambda: inbox.qsize() >= 1, what="the stop is queued")
+    runner, raised = run_in_thread(agent)  # reserves: the agent has not ended yet
+    wait_until(lambda: inbox.qsize() >= 2, what="the reserved start is queued behind it")
+    gate.opened.set()  # the stop drops the queued start with the actor's mailbox
+    runner.join(10)
+    stopper.join(10)
+    assert not runner.is_alive() and len(raised) == 1 and isinstance(raised[0], AgentStopped)
+    ends = [e for e in sub if isinstance(e, Canceled)]  # then the subscription closes
+    assert [e.reason for e in ends] == [f"not_started: AgentStopped: {AgentStopped(agent.key)}"]
+
+
+def test_abort_on_the_loop_right_after_astream_reports_the_run_it_aborts() -> None:
+    async def main() -> tuple[bool, Event | None]:
+        async with Runtime.astart(RuntimeConfig(memory=MemoryConfig(store="memory"))) as rt:
+            turn = ScriptedTurn(chunks=["a"] * 20, chunk_delay=0.05)
+            agent = await rt.astart_agent(("s", "a", 0), model=ScriptedModel([turn]))
+            await agent.await_idle()
+            events = agent.astream("hi")  # reserved: the actor may not have it yet
+            aborted = agent.abort("x")
+            terminal = None
+            async for event in events:
+                terminal = event
+            return aborted, terminal
+
+    aborted, terminal = asyncio.run(main())
+    assert isinstance(terminal, Canceled) and terminal.reason == "x"
+    assert aborted is True
