@@ -26,11 +26,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -42,10 +43,29 @@ from starlette.routing import Route
 
 from agent_runtime import AgentBusy, Runtime, ToolContext, tool
 from agent_runtime.config import MemoryConfig, RuntimeConfig, SupervisionConfig, TelemetryConfig
-from agent_runtime.events import Event, MessageDelta, MessageUpdate
+from agent_runtime.events import (
+    AgentEnd,
+    AgentStart,
+    Event,
+    MessageDelta,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+    TurnStart,
+)
 from agent_runtime.llm import ChatModel, from_config
 from agent_runtime.memory import MemoryPolicy
-from agent_runtime.messages import AssistantMessage, TextContent, ToolCall
+from agent_runtime.messages import (
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResult,
+    ToolResultMessage,
+    UserMessage,
+)
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
 
 
@@ -146,22 +166,62 @@ async def runs(request: Request) -> Response:
 
 
 async def control(request: Request) -> Response:
-    """The same number of events as a run of `/runs`, made on this loop without the library."""
+    """The same events as a run of `/runs` (the tool turn, then `chunks` words), made on this
+    loop without the library, with the same pauses: the baseline for the loop's lag."""
     chunks = int(request.query_params.get("chunks", "20"))
     delay = float(request.query_params.get("delay", "0.01"))
 
     async def body_stream() -> AsyncIterator[str]:
-        text = ""
-        for i in range(chunks):
-            await asyncio.sleep(delay)
-            piece = f"word{i} "
-            text += piece
-            message = AssistantMessage(content=[TextContent(text=text)])
-            delta = MessageDelta(kind="text", content_index=0, delta=piece)
-            yield sse(MessageUpdate(message=message, delta=delta, run_id="control", seq=i))
-        yield "event: agent_end\ndata: {}\n\n"
+        for event in control_events(chunks):
+            if event is None:
+                await asyncio.sleep(delay)
+            else:
+                yield sse(event)
 
     return StreamingResponse(body_stream(), media_type="text/event-stream")
+
+
+def control_events(chunks: int) -> Iterator[Event | None]:
+    """A run's events as the runtime makes them for `model_for(chunks, ...)` and `lookup`,
+    made by hand; None where the run would wait (the tool's sleep, each word's delay)."""
+    seq = itertools.count(1)
+
+    def made(kind: type[Event], **fields: Any) -> Event:
+        return kind(agent=("control", "assistant", 0), run_id="control", seq=next(seq), **fields)
+
+    prompt = UserMessage(content="hi")
+    call = ToolCall(id="lookup-1", name="lookup", arguments={"topic": "the question"})
+    asked = AssistantMessage(content=[call], stop_reason="tool_use")
+    result = ToolResult.text("notes on the question")
+    answered = ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=result.content)
+    yield made(AgentStart)
+    yield made(TurnStart)
+    yield made(MessageStart, message=prompt)
+    yield made(MessageEnd, message=prompt)
+    yield made(MessageStart, message=AssistantMessage())
+    delta = MessageDelta(kind="tool_call", content_index=0, delta=call.model_dump_json())
+    yield made(MessageUpdate, message=asked, delta=delta)
+    yield made(MessageEnd, message=asked)
+    yield made(ToolExecutionStart, tool_call_id=call.id, name=call.name, args=call.arguments)
+    yield None
+    yield made(ToolExecutionEnd, tool_call_id=call.id, name=call.name, result=result)
+    yield made(MessageStart, message=answered)
+    yield made(MessageEnd, message=answered)
+    yield made(TurnEnd, message=asked, tool_results=[answered])
+    yield made(TurnStart)
+    yield made(MessageStart, message=AssistantMessage())
+    text = ""
+    for i in range(chunks):
+        yield None
+        piece = f"word{i} "
+        text += piece
+        message = AssistantMessage(content=[TextContent(text=text)])
+        delta = MessageDelta(kind="text", content_index=0, delta=piece)
+        yield made(MessageUpdate, message=message, delta=delta)
+    final = AssistantMessage(content=[TextContent(text=text)])
+    yield made(MessageEnd, message=final)
+    yield made(TurnEnd, message=final)
+    yield made(AgentEnd, new_messages=[prompt, asked, answered, final])
 
 
 async def healthz(request: Request) -> Response:

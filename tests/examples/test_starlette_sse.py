@@ -175,6 +175,8 @@ def test_100_streams_keep_the_host_loop_within_twice_the_control(server: Server)
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
         # 400 words, and the tool call of the first turn as one delta
         assert sum(name == "message_update" for name, _ in stream.events) == 401
+        # the control makes the same events: it is a baseline for this very load
+        assert [name for name, _ in stream.raw] == [name for name, _ in control[0].raw]
     print(
         f"loop lag p95/worst: control {control_lag.p95 * 1e3:.0f}/{control_lag.worst * 1e3:.0f}"
         f" ms, library {lag.p95 * 1e3:.0f}/{lag.worst * 1e3:.0f} ms; /healthz worst: control"
