@@ -217,8 +217,10 @@ class AgentActor(SupervisedActor):
         """The start of a caller that holds the ticket (`AgentShell.reserve_start`): it did not
         wait for this answer; a start that fails here (a race with the agent's stop) fails
         the call's reply, and the caller ends the run's stream."""
-        self.shell.reservation_arrived(reservation.run_id)
-        return self._start_run(prompts, None, trace_links, output, reservation).run_id
+        try:
+            return self._start_run(prompts, None, trace_links, output, reservation).run_id
+        finally:  # after the run counts as started: the agent never looks idle in between
+            self.shell.reservation_arrived(reservation.run_id)
 
     def _start_run(
         self,
@@ -233,8 +235,8 @@ class AgentActor(SupervisedActor):
         if self.run is not None:
             raise AgentBusy(self.key, self.run.view.run_id)
         reserved = self.shell.withdraw_start()
-        if reserved is not None:  # a caller's reserved start is on its way: it goes first
-            raise AgentBusy(self.key, reserved)
+        if reserved is not None and (reservation is None or reserved != reservation.run_id):
+            raise AgentBusy(self.key, reserved)  # a caller's reserved start goes first
         # A Template is rendered here, per run, so an update applies without a restart; a
         # missing template or parameter fails the start before anything changes.
         prompt = system_prompt if system_prompt is not None else self._render(self.system_prompt)
