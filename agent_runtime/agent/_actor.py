@@ -162,24 +162,25 @@ class AgentActor(SupervisedActor):
         if isinstance(message, Fact):
             getattr(self, f"_fact_{message.name}")(*message.args)
             self._mutated(message.name)
-            self._offer_start()
-            return None
-        if isinstance(message, Call):
-            reply = message.reply
-            try:
-                result = getattr(self, f"_on_{message.name}")(*message.args)
-                self._mutated(message.name)
-            except AgentRuntimeError as exc:
-                answer(reply, exception=exc)
-                self._offer_start()
-                return None
-            except BaseException as exc:
-                answer(reply, exception=exc)
-                raise  # escapes the handler: the actor crashes with this reason
-            answer(reply, result=result)
-            self._offer_start()
-            return None
-        return super().on_receive(message)
+        elif isinstance(message, Call):
+            self._answer(message)
+        else:
+            return super().on_receive(message)
+        self._offer_start()
+        return None
+
+    def _answer(self, call: Call) -> None:
+        reply = call.reply
+        try:
+            result = getattr(self, f"_on_{call.name}")(*call.args)
+            self._mutated(call.name)
+        except AgentRuntimeError as exc:
+            answer(reply, exception=exc)
+            return
+        except BaseException as exc:
+            answer(reply, exception=exc)
+            raise  # escapes the handler: the actor crashes with this reason
+        answer(reply, result=result)
 
     def _offer_start(self) -> None:
         """Offer the start ticket while idle, when a prompt's start can fail only by a race (a
