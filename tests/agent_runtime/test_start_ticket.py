@@ -31,19 +31,42 @@ def runtime() -> Iterator[Runtime]:
 
 
 class Gate:
-    """Holds the actor at the reserved start until opened (`arrived` is set when it waits)."""
+    """Holds the actor in its handler `name` until opened (`arrived` is set when it waits);
+    then the handler runs, or raises `crash`."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        name: str = "_on_start_reserved",
+        crash: Exception | None = None,
+    ) -> None:
         self.arrived = threading.Event()
         self.opened = threading.Event()
-        original = _actor.AgentActor._on_start_reserved
+        original = getattr(_actor.AgentActor, name)
 
-        def gated(actor: Any, *args: Any) -> str:
+        def gated(actor: Any, *args: Any) -> Any:
             self.arrived.set()
             assert self.opened.wait(10), "the test never opened the gate"
+            if crash is not None:
+                raise crash
             return original(actor, *args)
 
-        monkeypatch.setattr(_actor.AgentActor, "_on_start_reserved", gated)
+        monkeypatch.setattr(_actor.AgentActor, name, gated)
+
+
+def run_in_thread(agent: Any) -> tuple[threading.Thread, list[BaseException]]:
+    """`agent.run("hi")` on a thread of its own; the list gets what it raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            agent.run("hi", timeout=10)
+        except BaseException as exc:
+            raised.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    return runner, raised
 
 
 def test_a_prompt_to_an_idle_agent_returns_before_its_actor_takes_the_start(
@@ -120,16 +143,7 @@ def test_a_reserved_start_that_loses_the_race_with_stop_ends_its_run_for_every_r
     gate = Gate(monkeypatch)
     agent = runtime.start_agent(("s", "a", 0), model=ScriptedModel(["hello"]))
     sub = agent.subscribe()
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            agent.run("hi", timeout=10)
-        except BaseException as exc:
-            raised.append(exc)
-
-    runner = threading.Thread(target=run)
-    runner.start()
+    runner, raised = run_in_thread(agent)
     assert gate.arrived.wait(5)
     stopper = threading.Thread(target=runtime.stop)
     stopper.start()
@@ -153,23 +167,6 @@ def test_an_agent_with_a_template_prompt_still_raises_a_render_error_at_the_call
     assert agent.state().is_running is False
 
 
-def hold_state(monkeypatch: pytest.MonkeyPatch, *, crash: bool) -> Gate:
-    """Hold the actor in `state()` until the gate opens; then it crashes, or answers."""
-    gate = Gate.__new__(Gate)
-    gate.arrived, gate.opened = threading.Event(), threading.Event()
-    original = _actor.AgentActor._on_state
-
-    def held(actor: Any) -> Any:
-        gate.arrived.set()
-        assert gate.opened.wait(10), "the test never opened the gate"
-        if crash:
-            raise RuntimeError("boom in state")
-        return original(actor)
-
-    monkeypatch.setattr(_actor.AgentActor, "_on_state", held)
-    return gate
-
-
 def quietly(call: Callable[[], Any]) -> Callable[[], None]:
     def called() -> None:
         with contextlib.suppress(Exception):
@@ -178,24 +175,10 @@ def quietly(call: Callable[[], Any]) -> Callable[[], None]:
     return called
 
 
-def run_in_thread(agent: Any) -> tuple[threading.Thread, list[BaseException]]:
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            agent.run("hi", timeout=10)
-        except BaseException as exc:
-            raised.append(exc)
-
-    runner = threading.Thread(target=run)
-    runner.start()
-    return runner, raised
-
-
 def test_a_reserved_start_queued_behind_a_crash_fails_its_run_instead_of_hanging(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = hold_state(monkeypatch, crash=True)
+    gate = Gate(monkeypatch, "_on_state", crash=RuntimeError("boom in state"))
     agent = runtime.start_agent(("s", "a", 0), model=ScriptedModel(["x"] * 5), restart="transient")
     sub = agent.subscribe()
     crashed = agent.ref
@@ -216,7 +199,7 @@ def test_a_reserved_start_queued_behind_a_crash_fails_its_run_instead_of_hanging
 def test_a_reserved_start_queued_behind_a_stop_fails_its_run_instead_of_hanging(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = hold_state(monkeypatch, crash=False)
+    gate = Gate(monkeypatch, "_on_state")
     agent = runtime.start_agent(("s", "a", 0), model=ScriptedModel(["x"] * 5))
     sub = agent.subscribe()
     inbox = actor_of(agent.ref).actor_inbox
