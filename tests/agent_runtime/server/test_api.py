@@ -99,6 +99,9 @@ def test_steering_is_queued_for_the_running_run(gw: Gateway) -> None:
     key = ("s1", "steered", 0)
     with gw.client() as client:
         client.post("/v1/agents/s1/steered/0/prompt", json={"text": "count"})
+        # A steer that lands before the run's first model call goes into that call: wait for
+        # the answer to stream, so this one waits in the queue.
+        wait_until(lambda: gw.runtime.tree().agent(key).activity == "streaming", timeout=10)
         reply = client.post(
             "/v1/agents/s1/steered/0/steer", json={"text": "stop counting", "system_prompt": "x"}
         )
