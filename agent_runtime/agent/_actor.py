@@ -267,12 +267,12 @@ class AgentActor(SupervisedActor):
         # messages): not validated again, so a run's start does not grow with the history.
         context = AgentContext.model_construct(
             system_prompt=inbox.system_prompt,
-            # The run copies the list as it is made, here on this thread, before any fact can
-            # change it (loop.run builds its state at once): no copy of ours is needed.
+            # Lent, not copied: this actor only appends to its list (the run's own messages,
+            # as their facts come) or replaces it (merge, reset), so the run's prefix stays.
             messages=self.messages,
             tools=tools,
             transcript=self.transcript.copy(),  # the run takes it over
-        )
+        ).lend_history()
         try:
             launch_run(
                 self.shell, self.actor_ref, view, prompts, context, self.model, trace_links, output

@@ -62,12 +62,17 @@ class _Run:
         self.prompts = _checked(prompts)
         self.system_prompt = context.system_prompt
         self.tools = list(context.tools)
-        self.messages: list[Message] = list(context.messages)
+        # The transcript is `history[:history_len]` then `new_messages`: an owner that only
+        # appends to its list while the run goes (AgentContext.shares_history) lends it, so
+        # the run's start copies nothing; any other list is copied here, as it is now.
+        history = context.messages
+        self.history: list[Message] = history if context.shares_history else list(history)
+        self.history_len = len(history)
         known = context.transcript
         # The caller's check of the context's messages, taken over (AgentContext says so), when
         # it matches them (else from scratch).
         self.transcript = (
-            known if known is not None and known.count == len(self.messages) else TranscriptState()
+            known if known is not None and known.count == self.history_len else TranscriptState()
         )
         self.new_messages: list[Message] = []
         self.config = config
@@ -114,9 +119,17 @@ class _Run:
             self.trace.observe(event)
         return event
 
+    def messages(self) -> list[Message]:
+        """The transcript so far, as a new list (one copy: what a request is built from)."""
+        history, length = self.history, self.history_len
+        if len(history) == length:
+            return history + self.new_messages
+        out = history[:length]  # the owner appended to its list since the run started
+        out += self.new_messages
+        return out
+
     def commit(self, message: Message) -> list[Event]:
         """Add a message to the transcript; MessageStart/MessageEnd announce it."""
-        self.messages.append(message)
         self.new_messages.append(message)
         return [self.stamp(MessageStart, message=message), self.stamp(MessageEnd, message=message)]
 
@@ -166,7 +179,7 @@ class _Run:
 
     async def events(self) -> AsyncIterator[Event]:
         started = time.monotonic()
-        self.log.debug("loop.run.started", prompts=len(self.prompts), history=len(self.messages))
+        self.log.debug("loop.run.started", prompts=len(self.prompts), history=self.history_len)
         try:
             yield self.stamp(AgentStart)
             yield self.stamp(TurnStart)
@@ -193,7 +206,11 @@ class _Run:
                     if self.config.get_system_prompt is not None:
                         self.system_prompt = self.config.get_system_prompt()
                     request, violations = await build_request(
-                        self.messages, self.system_prompt, self.tools, self.config, self.transcript
+                        self.messages(),
+                        self.system_prompt,
+                        self.tools,
+                        self.config,
+                        self.transcript,
                     )
                     if request is None:
                         reason = "invalid_transcript: " + "; ".join(violations)
@@ -230,7 +247,6 @@ class _Run:
                         reason = f"provider_stopped: {message.error_message or message.stop_reason}"
                         yield self.stamp(Error, reason=reason, partial=message)
                         return
-                    self.messages.append(message)
                     self.new_messages.append(message)
                     yield self.stamp(MessageEnd, message=message)
                     calls = message.tool_calls

@@ -115,6 +115,8 @@ async def build_request(
 ) -> tuple[ChatRequest | None, list[str]]:
     """The request for the next call, or the transcript violations that forbid the call.
 
+    `messages` is a list of the caller's own making, which the request takes over as it is
+    (the caller must not change it afterwards).
     With no `transform_context` or `convert_to_llm`, the messages sent are the run's own:
     `transcript` (the run's incremental check of them) is brought up to date with what was
     added since the last call, and the request is built without validating them again (each
@@ -138,11 +140,11 @@ async def build_request(
         violations = transcript.violations()
         if violations:
             return None, violations
-        fields["messages"], fields["response_schema"] = list(messages), None
+        fields["messages"], fields["response_schema"] = messages, None
         request = trusted(ChatRequest, fields)
         request.mark_vision(transcript.vision)
         return request, []
-    sent = list(messages)
+    sent = messages
     if config.transform_context is not None:
         transformed = config.transform_context(sent)
         if inspect.isawaitable(transformed):

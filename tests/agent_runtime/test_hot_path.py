@@ -20,8 +20,16 @@ from agent_runtime.llm._abortable import iterate_abortable
 from agent_runtime.llm.types import ChatRequest, needed_capabilities
 from agent_runtime.loop import AgentContext, LoopConfig, TranscriptState, validate_transcript
 from agent_runtime.loop import run as loop_run
-from agent_runtime.messages import AssistantMessage, ImageContent, Message, TextContent, UserMessage
-from agent_runtime.testing import ScriptedModel
+from agent_runtime.messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    ToolCall,
+    UserMessage,
+)
+from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn
+from agent_runtime.tools import tool
 from tests.agent_runtime.transcript_strategies import (
     assistant,
     call,
@@ -183,6 +191,49 @@ def test_prompts_given_as_data_are_validated_as_they_enter_a_run() -> None:
     assert isinstance(events[-1], AgentEnd) and isinstance(events[-1].new_messages[0], UserMessage)
     with pytest.raises(ValueError):
         loop_run([{"role": "nobody"}], AgentContext(), LoopConfig(ScriptedModel()))  # type: ignore[list-item]
+
+
+def _history_during_a_run(context: AgentContext, change: Any) -> list[list[str]]:
+    """The texts of each request of a tool run whose owner calls `change(context.messages)`
+    while the run's first model call is answered."""
+
+    def answer(request: ChatRequest) -> Any:
+        if len(requests) == 0:
+            change(context.messages)
+            requests.append([m.text for m in request.messages])
+            return ScriptedTurn(tool_calls=[ToolCall(id="c1", name="echo", arguments={})])
+        requests.append([m.text for m in request.messages])
+        return "done"
+
+    requests: list[list[str]] = []
+
+    @tool
+    def echo() -> str:
+        """Echo."""
+        return "echoed"
+
+    async def go() -> None:
+        config = LoopConfig(FunctionModel(answer))
+        context.tools = [echo]
+        async for _ in loop_run([user("now")], context, config):
+            pass
+
+    asyncio.run(go())
+    return requests
+
+
+def test_a_run_copies_a_context_history_that_was_not_lent() -> None:
+    context = AgentContext(messages=[user("old")])
+    requests = _history_during_a_run(context, lambda messages: messages.clear())
+    assert requests == [["old", "now"], ["old", "now", "", "echoed"]]
+
+
+def test_a_lent_history_is_read_in_place_up_to_its_length_at_the_start() -> None:
+    context = AgentContext(messages=[user("old")]).lend_history()
+    assert context.shares_history and not AgentContext().shares_history
+    requests = _history_during_a_run(context, lambda messages: messages.append(user("later")))
+    assert requests == [["old", "now"], ["old", "now", "", "echoed"]]
+    assert [m.text for m in context.messages] == ["old", "later"]  # the owner's own list
 
 
 def test_a_vision_mark_holds_for_its_own_messages_only() -> None:
