@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from typing import Any
 
+import pykka
+
 from agent_runtime.agent._history import pair_dangling_calls
 from agent_runtime.agent._messages import answer
 from agent_runtime.agent._run import RunView
@@ -73,12 +75,15 @@ class RunDriver:
         events: AsyncIterator[Event],
         tell: Callable[..., None],
         writer: SessionWriter | None,
+        started_by: pykka.ActorRef[Any],
     ) -> None:
         self.shell = shell
         self.view = view
         self.events = events
         self.tell = tell
         self.writer = writer
+        self.started_by = started_by  # the actor told of the run's end
+        self.end_told = False  # the run's end went to that actor, from `_end`
         self.unit: list[Message] = []  # the turn being assembled
         self.run_messages: list[Message] = []
         self.last_write: Future[None] | None = None
@@ -277,6 +282,7 @@ class RunDriver:
         self._progress("ending")
         self.facts.append(("run_ended", (terminal, dangling)))
         self._flush()
+        self.end_told = True
         return terminal
 
     def _stopped_mid_run(self) -> None:
@@ -300,6 +306,8 @@ class RunDriver:
         self.counters.run_ended(_OUTCOMES.get(type(terminal), "canceled"))
         if self.shell.run_delivered(view):
             self.shell.close_subscriptions()
+        elif self.end_told and view.crashed is None:
+            self.shell.offer_start_after(view, self.started_by)  # before run() returns
         answer(view.outcome, result=terminal)
         self.shell.host.abort_table.release(view.signal)
         self.log.info("agent.run.finished", outcome=type(terminal).__name__)

@@ -48,7 +48,7 @@ def launch_run(
     else:
         events = loop_run(prompts, context, config, view.signal)
     writer = host.memory_writer if shell.options.memory.write else None
-    driver = RunDriver(shell, view, events, tell, writer)
+    driver = RunDriver(shell, view, events, tell, writer, actor)
     future = host.loop_tasks.submit(driver.drive())
     future.add_done_callback(driver.done)
 

@@ -165,6 +165,20 @@ class AgentShell:
             if not self.stopped and self._reserved is None and self.ref is offered_by:
                 self._ticket = True
 
+    def offer_start_after(self, view: RunView, started_by: pykka.ActorRef[Any]) -> None:
+        """The run of `view`, started by the actor `started_by`, ended with its end told to
+        that actor (which takes no other start before it handles the end: its mailbox is in
+        order) and nothing queued that would start the next run: the next `reserve_start`
+        succeeds before the actor has handled the end, so a caller's next prompt does not
+        wait for it. Offered only when the actor would offer it once idle (a system prompt
+        that is a plain string). The driver's thread, before the run's outcome is set."""
+        inbox = view.inbox
+        if inbox.follow_ups or inbox.steering or not isinstance(self.options.system_prompt, str):
+            return
+        with self._lock:
+            if not self.stopped and self._reserved is None and self.ref is started_by:
+                self._ticket = True
+
     def withdraw_start(self) -> str | None:
         """The actor starts a run, or can no longer start one unchecked: no caller reserves
         from now on. Returns the run id of a reservation on its way to the actor (that run

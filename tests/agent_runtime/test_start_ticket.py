@@ -234,3 +234,38 @@ def test_abort_on_the_loop_right_after_astream_reports_the_run_it_aborts() -> No
     aborted, terminal = asyncio.run(main())
     assert isinstance(terminal, Canceled) and terminal.reason == "x"
     assert aborted is True
+
+
+def test_a_prompt_right_after_run_returns_does_not_wait_for_the_actor_to_handle_that_end(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = Gate(monkeypatch, "_fact_facts")  # a text run tells its actor once: at its end
+    agent = runtime.start_agent(
+        ("s", "a", 0), model=ScriptedModel(["first", "second"]), memory=MemoryPolicy.none()
+    )
+    sub = agent.subscribe()
+    assert agent.run("one", timeout=10).text == "first"
+    assert gate.arrived.wait(5)  # the actor is held before it handles the end
+    started = time.monotonic()
+    run_id = agent.prompt("two")  # the driver offered the ticket with the end
+    assert time.monotonic() - started < 1.0  # the actor is held at the gate for up to 10 s
+    gate.opened.set()
+    events = list(sub.until_end(timeout=10, run_id=run_id))
+    assert isinstance(events[-1], AgentEnd) and events[-1].run_id == run_id
+    texts = [m.text for m in agent.state().messages]
+    assert texts == ["one", "first", "two", "second"]
+
+
+def test_after_a_run_an_agent_with_a_template_prompt_still_asks_its_actor(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime.templates.init("greeting", "be brief")
+    agent = runtime.start_agent(
+        ("s", "a", 0), model=ScriptedModel(["first", "second"]), system_prompt=Template("greeting")
+    )
+    gate = Gate(monkeypatch, "_fact_facts")
+    assert agent.run("one", timeout=10).text == "first"
+    assert gate.arrived.wait(5)
+    assert agent._shell.reserve_start("probe") is False  # no ticket: a render may fail
+    gate.opened.set()
+    assert agent.run("two", timeout=10).text == "second"
