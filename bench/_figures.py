@@ -134,7 +134,9 @@ def bare_actor_start_stop(n: int) -> list[float]:
 
 def text_turns(n: int, history: int = 0) -> list[float]:
     """`agent.run` of one text turn (20 chunks); the history is reset after each run unless a
-    history of `history` messages is given (then kept, read from session memory at start)."""
+    history of `history` messages is given (then kept, read from session memory at start, and
+    each run is followed by `wait_for_idle`: like the reset, an untimed round trip to the
+    actor, so both figures start each run from an actor that has handled the last one)."""
     with Runtime.start(config()) as rt:
         policy = NONE
         if history:
@@ -151,7 +153,9 @@ def text_turns(n: int, history: int = 0) -> list[float]:
             started = time.perf_counter()
             agent.run("hi", timeout=10)
             samples.append(time.perf_counter() - started)
-            if not history:
+            if history:
+                agent.wait_for_idle(timeout=10)
+            else:
                 agent.reset()
         return samples
 
