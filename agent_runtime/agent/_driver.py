@@ -17,7 +17,6 @@ from agent_runtime.agent._run import RunView
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.agent._status import Phase, RunProgress
 from agent_runtime.events import (
-    TERMINAL_TYPES,
     AgentEnd,
     AgentStart,
     Canceled,
@@ -31,6 +30,7 @@ from agent_runtime.events import (
     ToolExecutionStart,
     TurnEnd,
     TurnStart,
+    is_terminal,
 )
 from agent_runtime.llm._abortable import aclose_quietly
 from agent_runtime.memory import SessionWriter
@@ -112,7 +112,7 @@ class RunDriver:
                     event = await anext(events)
                 except Exception as exc:  # StopAsyncIteration too: the loop ended early
                     event = self._loop_failed(exc)
-                if isinstance(event, TERMINAL_TYPES):
+                if is_terminal(event):
                     event = await self._end(event)
                 else:
                     if self.turn_ended:  # the run goes on after a turn: the actor hears of it

@@ -29,7 +29,6 @@ from agent_runtime.event_stream._gap_queue import GapQueue, StreamStats
 from agent_runtime.event_stream._timers import deadline_after, remaining
 from agent_runtime.event_stream._watchdog import Watchdog
 from agent_runtime.events import (
-    TERMINAL_TYPES,
     AgentEnd,
     Canceled,
     Error,
@@ -292,11 +291,11 @@ class EventStream:
 
     def _ends_with(self, event: Event) -> bool:
         """A terminal event ends a single-run stream; a multi-run stream queues it as data."""
-        return not self._multi_run and isinstance(event, TERMINAL_TYPES)
+        return not self._multi_run and is_terminal(event)
 
     def _pins(self, event: Event) -> bool:
         """A run's terminal in a multi-run stream: queued without space, under every policy."""
-        return self._multi_run and isinstance(event, TERMINAL_TYPES)
+        return self._multi_run and is_terminal(event)
 
     def _end_with(self, event: Event, *, strict: bool) -> bool:
         with self._lock:

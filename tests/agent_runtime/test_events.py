@@ -133,3 +133,22 @@ def test_custom_events_are_public_and_part_of_the_event_union() -> None:
 def test_a_custom_event_needs_a_name_and_json_data(fields: dict[str, Any], named: str) -> None:
     with pytest.raises(ValidationError, match=named):
         CustomEvent(**fields)
+
+
+class _LateEnd(AgentEnd):
+    """A subclass of a terminal class: still a terminal."""
+
+
+class _Marker(TurnStart):
+    """A subclass of another event class: not a terminal."""
+
+
+@given(event=events)
+def test_is_terminal_says_what_isinstance_of_the_terminal_types_says(event: Any) -> None:
+    assert is_terminal(event) is isinstance(event, TERMINAL_TYPES)
+
+
+def test_is_terminal_holds_for_subclasses_and_anything_else() -> None:
+    assert is_terminal(_LateEnd()) is True
+    assert is_terminal(_Marker()) is False
+    assert is_terminal("agent_end") is False and is_terminal(None) is False
