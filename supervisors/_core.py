@@ -119,12 +119,21 @@ class SupervisorCore(SupervisedActor):
             return None
         return super().on_receive(message)
 
+    def dropped(self, child: Child, ref: pykka.ActorRef[Any] | None) -> None:
+        """`child` (last run as `ref`) left `children` for good after an exit."""
+
     # -- starting and stopping children -----------------------------------------------------------
 
     def launch(self, child: Child) -> pykka.ActorRef[Any]:
         """Start `child` and watch it. Raises ChildStartError."""
-        ref = start_child(child.spec)
-        child.ref = ref
+        child.ref = ref = start_child(child.spec)
+        self.watch(child)
+        return ref
+
+    def watch(self, child: Child) -> None:
+        """Hear of the exit of `child` (started, its `ref` set) as `ChildExited`."""
+        ref = child.ref
+        assert ref is not None
         me = self.actor_ref
 
         def exited(dead: pykka.ActorRef[Any], reason: ExitReason) -> None:
@@ -134,7 +143,6 @@ class SupervisorCore(SupervisedActor):
 
         child.watch = monitor(ref, exited)
         self.log.debug("supervisor.child.started", child=child.spec.id, actor=str(ref))
-        return ref
 
     def terminate(self, child: Child) -> None:
         """Stop `child` within its shutdown time; its exit is not treated as a crash."""
@@ -175,6 +183,7 @@ class SupervisorCore(SupervisedActor):
         if not should_restart(child.spec.restart, reason):
             if child.spec.restart == "temporary" or not self.keeps_stopped_children:
                 self.children.remove(child)
+                self.dropped(child, ref)
             return
         if not self.intensity.record():
             self.give_up(child)
@@ -187,6 +196,7 @@ class SupervisorCore(SupervisedActor):
         for other in group:
             if other is not child and other.spec.restart == "temporary":
                 self.children.remove(other)
+                self.dropped(other, None)
         self._restart_all([c for c in group if c in self.children])
 
     def _restart_all(self, group: list[Child]) -> None:

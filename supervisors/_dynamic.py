@@ -2,15 +2,58 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
 
 from supervisors._core import Child, SupervisorCore, SupervisorHandle
-from supervisors._errors import MaxChildrenReached
+from supervisors._errors import MaxChildrenReached, SupervisorStopped
 from supervisors._intensity import Clock, check_intensity
+from supervisors._shutdown import shutdown_child, start_child
 from supervisors._spec import ChildSpec
+
+
+class _Roster:
+    """What a dynamic supervisor's callers and its thread both see of its children, under
+    one lock that nothing else takes: how many there are (what `max_children` bounds), the
+    temporary ones started by callers (their own thread starts and stops them; the
+    supervisor only watches them), and whether the supervisor has stopped taking children.
+    """
+
+    def __init__(self, max_children: int | None) -> None:
+        self.lock = threading.Lock()
+        self.max_children = max_children
+        self.count = 0
+        self.by_caller: dict[pykka.ActorRef[Any], Child] = {}
+        self.closed = False
+
+    def reserve(self) -> None:
+        """Count one more child. Lock held.
+
+        Raises:
+            MaxChildrenReached: `max_children` are counted already.
+        """
+        if self.max_children is not None and self.count >= self.max_children:
+            raise MaxChildrenReached(self.max_children)
+        self.count += 1
+
+
+@dataclass(frozen=True)
+class _Adopt:
+    """A temporary child its caller started: the supervisor watches it from now on."""
+
+    child: Child
+
+
+@dataclass(frozen=True)
+class _Forget:
+    """A temporary child its caller is stopping: the supervisor stops watching it."""
+
+    child: Child
 
 
 class DynamicSupervisorActor(SupervisorCore):
@@ -25,13 +68,30 @@ class DynamicSupervisorActor(SupervisorCore):
         clock: Clock,
     ) -> None:
         super().__init__(name, max_restarts, max_seconds, clock)
-        self.max_children = max_children
+        self.roster = _Roster(max_children)
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Adopt):
+            self._adopt(message.child)
+            return None
+        if isinstance(message, _Forget):
+            self._forget(message.child)
+            return None
+        return super().on_receive(message)
+
+    # -- children started on this thread (restartable ones) ------------------------------------
 
     def add(self, spec: ChildSpec) -> pykka.ActorRef[Any]:
-        if self.max_children is not None and len(self.children) >= self.max_children:
-            raise MaxChildrenReached(self.max_children)
+        roster = self.roster
+        with roster.lock:
+            roster.reserve()
         child = Child(spec)
-        ref = self.launch(child)
+        try:
+            ref = self.launch(child)
+        except BaseException:
+            with roster.lock:
+                roster.count -= 1
+            raise
         self.children.append(child)
         return ref
 
@@ -41,7 +101,48 @@ class DynamicSupervisorActor(SupervisorCore):
             return False
         self.terminate(child)
         self.children.remove(child)
+        with self.roster.lock:
+            self.roster.count -= 1
         return True
+
+    # -- temporary children started and stopped by their callers -------------------------------
+
+    def _adopt(self, child: Child) -> None:
+        ref = child.ref
+        with self.roster.lock:
+            if ref is None or self.roster.by_caller.get(ref) is not child:  # its caller stopped it
+                return
+        self.children.append(child)
+        self.watch(child)  # a child dead by now is reported at once, as ChildExited
+
+    def _forget(self, child: Child) -> None:
+        if child in self.children:
+            if child.watch is not None:
+                child.watch.cancel()
+                child.watch = None
+            self.children.remove(child)
+            self.log.debug("supervisor.child.terminated", child=child.spec.id)
+
+    def dropped(self, child: Child, ref: pykka.ActorRef[Any] | None) -> None:
+        roster = self.roster
+        with roster.lock:
+            if child.spec.restart != "temporary":
+                roster.count -= 1
+            elif ref is not None and roster.by_caller.get(ref) is child:
+                del roster.by_caller[ref]
+                roster.count -= 1
+
+    def terminate_all(self) -> None:
+        # Only as the supervisor ends: from now on no caller adds a child, and the ones a
+        # caller started that are not watched yet are stopped with the rest.
+        roster = self.roster
+        with roster.lock:
+            roster.closed = True
+            unwatched = [c for c in roster.by_caller.values() if c not in self.children]
+        super().terminate_all()
+        for child in reversed(unwatched):
+            if child.ref is not None:
+                shutdown_child(child.spec.id, child.ref, child.spec.shutdown)
 
 
 class DynamicSupervisor(SupervisorHandle):
@@ -52,6 +153,10 @@ class DynamicSupervisor(SupervisorHandle):
     restarted is forgotten. Child ids need not be unique (a child is identified by its ref).
     More than `max_restarts` restarts within `max_seconds` stops every child and exits the
     supervisor abnormally.
+
+    A `temporary` child (never restarted) is started and stopped on the caller's thread and
+    only watched by the supervisor's, so `start_child` and `terminate_child` cost no round
+    trip to the supervisor; the guarantees are the same (the supervisor's stop stops it too).
     """
 
     @classmethod
@@ -92,12 +197,44 @@ class DynamicSupervisor(SupervisorHandle):
         Raises:
             MaxChildrenReached: `max_children` children are already supervised.
             ChildStartError: the start function failed.
+            SupervisorStopped: the supervisor has stopped.
             ValueError: `spec` is not a ChildSpec.
         """
         if not isinstance(spec, ChildSpec):
             raise ValueError(f"invalid child {spec!r} (expected a ChildSpec)")
         actor = self._actor()
-        return self._call(lambda: actor.add(spec), timeout=None)
+        if spec.restart != "temporary":
+            return self._call(lambda: actor.add(spec), timeout=None)
+        return self._start_here(actor.roster, Child(spec))
+
+    def _start_here(self, roster: _Roster, child: Child) -> pykka.ActorRef[Any]:
+        spec = child.spec
+        with roster.lock:
+            if roster.closed:
+                raise SupervisorStopped(f"supervisor {self._ref} is not running")
+            roster.reserve()
+        try:
+            ref = start_child(spec)
+        except BaseException:
+            with roster.lock:
+                roster.count -= 1
+            raise
+        with roster.lock:
+            adopted = not roster.closed
+            if adopted:
+                child.ref = ref
+                roster.by_caller[ref] = child
+                try:
+                    self._ref.tell(_Adopt(child))
+                except pykka.ActorDeadError:
+                    del roster.by_caller[ref]
+                    adopted = False
+            if not adopted:
+                roster.count -= 1
+        if not adopted:  # the supervisor stopped while the child started: it must not outlive it
+            shutdown_child(spec.id, ref, spec.shutdown)
+            raise SupervisorStopped(f"supervisor {self._ref} is not running")
+        return ref
 
     def terminate_child(self, ref: pykka.ActorRef[Any]) -> bool:
         """Stop the child behind `ref` within its shutdown and forget it.
@@ -105,4 +242,16 @@ class DynamicSupervisor(SupervisorHandle):
         Returns False when `ref` is not (or no longer) a child of this supervisor.
         """
         actor = self._actor()
-        return self._call(lambda: actor.remove(ref), timeout=None)
+        roster = actor.roster
+        with roster.lock:
+            child = roster.by_caller.pop(ref, None)
+            if child is not None:
+                roster.count -= 1
+        if child is None:
+            return self._call(lambda: actor.remove(ref), timeout=None)
+        # Told before the stop, so its exit is no news to the supervisor; a supervisor gone
+        # already stopped its children as it ended.
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._ref.tell(_Forget(child))
+        shutdown_child(child.spec.id, ref, child.spec.shutdown)
+        return True

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from agent_runtime.testing import wait_until
-from supervisors import MaxChildrenReached, exit_reason, kill
-from tests.supervisors.conftest import Started
-from tests.supervisors.helpers import FakeClock, Raise, Recorder, worker_spec
+from supervisors import (
+    DynamicSupervisor,
+    MaxChildrenReached,
+    SupervisorStopped,
+    exit_reason,
+    kill,
+)
+from tests.supervisors.conftest import Gates, Started
+from tests.supervisors.helpers import GATE_TIMEOUT, FakeClock, Raise, Recorder, worker_spec
 
 
 def test_start_child_runs_the_child_and_lists_it(started: Started, recorder: Recorder) -> None:
@@ -164,3 +173,97 @@ def test_bad_options_are_value_errors_naming_field_and_value(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         started.dynamic(**options)
+
+
+# -- temporary children: started and stopped on the caller's thread ---------------------------
+
+
+def hold(dyn: DynamicSupervisor, gate: threading.Event) -> None:
+    """Keep the supervisor's thread in a call until `gate` opens; returns once it is held."""
+    arrived = threading.Event()
+
+    def held() -> None:
+        arrived.set()
+        gate.wait(GATE_TIMEOUT)
+
+    threading.Thread(target=lambda: dyn._call(held, timeout=None), daemon=True).start()
+    assert arrived.wait(5)
+
+
+def test_a_temporary_child_starts_and_stops_while_its_supervisor_is_busy(
+    started: Started, recorder: Recorder, gates: Gates
+) -> None:
+    dyn = started.dynamic()
+    gate = gates.new()
+    hold(dyn, gate)
+    began = time.monotonic()
+    t = dyn.start_child(worker_spec("t", recorder, restart="temporary"))
+    assert t.is_alive()
+    assert dyn.terminate_child(t) is True
+    assert time.monotonic() - began < 5  # the supervisor is held for up to GATE_TIMEOUT
+    assert not t.is_alive() and recorder.count("stop", "t") == 1
+    gate.set()
+    assert dyn.which_children() == []
+    assert dyn.terminate_child(t) is False  # no longer a child
+
+
+def test_max_children_counts_temporary_children_at_once_and_frees_a_crashed_ones_slot(
+    started: Started, recorder: Recorder
+) -> None:
+    dyn = started.dynamic(max_children=1)
+    a = dyn.start_child(worker_spec("a", recorder, restart="temporary"))
+    with pytest.raises(MaxChildrenReached):
+        dyn.start_child(worker_spec("b", recorder, restart="temporary"))
+    with pytest.raises(MaxChildrenReached):
+        dyn.start_child(worker_spec("p", recorder))  # a restartable one counts the same
+    kill(a)
+    wait_until(lambda: dyn.which_children() == [])
+    b = dyn.start_child(worker_spec("b", recorder, restart="temporary"))
+    assert b.is_alive() and [i.ref for i in dyn.which_children()] == [b]
+    assert dyn.terminate_child(b) is True
+    assert dyn.start_child(worker_spec("p", recorder)).is_alive()
+
+
+def test_a_supervisor_that_dies_stops_a_temporary_child_it_was_not_watching_yet(
+    started: Started, recorder: Recorder, gates: Gates
+) -> None:
+    dyn = started.dynamic()
+    gate = gates.new()
+    hold(dyn, gate)
+    t = dyn.start_child(worker_spec("t", recorder, restart="temporary"))  # not watched yet
+    kill(dyn.ref)
+    gate.set()
+    wait_until(lambda: not t.is_alive(), what="the child stopped with its supervisor")
+    assert recorder.count("stop", "t") == 1
+
+
+def test_a_temporary_child_whose_start_outlasts_the_supervisor_is_stopped_and_refused(
+    started: Started, recorder: Recorder, gates: Gates
+) -> None:
+    dyn = started.dynamic()
+    gate, starting = gates.new(), threading.Event()
+
+    def slow_start() -> bool:
+        starting.set()
+        gate.wait(GATE_TIMEOUT)
+        return False
+
+    spec = worker_spec("t", recorder, restart="temporary", fail_on_start=slow_start)
+    outcome: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            dyn.start_child(spec)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    assert starting.wait(5)
+    dyn.stop(timeout=5)
+    gate.set()
+    starter.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], SupervisorStopped), outcome
+    assert recorder.count("start", "t") == 1 and recorder.count("stop", "t") == 1
+    with pytest.raises(SupervisorStopped):
+        dyn.start_child(worker_spec("u", recorder, restart="temporary"))
