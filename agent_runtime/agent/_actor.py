@@ -347,6 +347,7 @@ class AgentActor(SupervisedActor):
         if run is None:
             return
         view = run.view
+        self.shell.end_handled(view)
         self.messages.extend(dangling)
         self.transcript.feed(dangling)
         if self.mirror is not None:

@@ -102,6 +102,9 @@ class RunView:
         self.stream_event: MessageStart | MessageUpdate | None = None
         self.crashed: str | None = None  # exit monitor: the actor crashed during the run
         self.ended: Future[Event] = Future()  # actor (or driver, if first): the state shows the end
+        # actor, under the shell's lock: it handled the run's end (its driver offers no ticket
+        # then: the actor offered its own, or started another run)
+        self.end_handled = False
         # driver: its end was delivered (run() returns); a reserved start brings its caller's
         self.outcome: Future[Event] = Future() if outcome is None else outcome
 

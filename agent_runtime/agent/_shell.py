@@ -176,8 +176,16 @@ class AgentShell:
         if inbox.follow_ups or inbox.steering or not isinstance(self.options.system_prompt, str):
             return
         with self._lock:
+            if view.end_handled:  # the actor offered its own ticket, or started another run
+                return
             if not self.stopped and self._reserved is None and self.ref is started_by:
                 self._ticket = True
+
+    def end_handled(self, view: RunView) -> None:
+        """The actor handled the end of `view`'s run: from now on only the actor offers the
+        ticket (`offer_start_after` would race its next start). Actor thread."""
+        with self._lock:
+            view.end_handled = True
 
     def withdraw_start(self) -> str | None:
         """The actor starts a run, or can no longer start one unchecked: no caller reserves

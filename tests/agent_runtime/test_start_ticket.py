@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent_runtime import AgentBusy, AgentStopped, Runtime
-from agent_runtime.agent import _actor
+from agent_runtime.agent import _actor, _driver
 from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.events import AgentEnd, Canceled, Event
 from agent_runtime.memory import MemoryPolicy
@@ -269,3 +269,39 @@ def test_after_a_run_an_agent_with_a_template_prompt_still_asks_its_actor(
     assert agent._shell.reserve_start("probe") is False  # no ticket: a render may fail
     gate.opened.set()
     assert agent.run("two", timeout=10).text == "second"
+
+
+def test_a_driver_slow_to_settle_offers_no_ticket_once_its_actor_started_another_run(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b_running = threading.Event()
+    settling: list[str] = []
+    original = _driver.RunDriver._settle
+
+    def slow_settle(driver: Any) -> None:
+        if not settling:  # run A's driver: its end is handled by the actor, then B starts
+            settling.append(driver.view.run_id)
+            assert b_running.wait(10)
+        original(driver)
+
+    monkeypatch.setattr(_driver.RunDriver, "_settle", slow_settle)
+    agent = runtime.start_agent(
+        ("s", "a", 0),
+        model=ScriptedModel(["first", ScriptedTurn(text="second", delay=0.5)]),
+        memory=MemoryPolicy.none(),
+    )
+
+    def other_caller() -> None:
+        wait_until(lambda: settling and agent._shell.status.run_id is None, what="A's end handled")
+        b = agent.prompt("b")
+        wait_until(lambda: agent.state().run_id == b, what="the actor runs B")
+        b_running.set()
+
+    caller = threading.Thread(target=other_caller)
+    caller.start()
+    assert agent.run("one", timeout=10).text == "first"
+    caller.join(10)
+    with pytest.raises(AgentBusy):  # no ticket from A's driver: the busy actor answers
+        agent.prompt("two")
+    agent.wait_for_idle(10)
+    assert [m.text for m in agent.state().messages] == ["one", "first", "b", "second"]
