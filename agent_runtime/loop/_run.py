@@ -121,10 +121,7 @@ class _Run:
 
     def messages(self) -> list[Message]:
         """The transcript so far, as a new list (one copy: what a request is built from)."""
-        history, length = self.history, self.history_len
-        if len(history) == length:
-            return history + self.new_messages
-        out = history[:length]  # the owner appended to its list since the run started
+        out = self.history[: self.history_len]  # the owner may append to its list meanwhile
         out += self.new_messages
         return out
 
