@@ -13,22 +13,28 @@ import pykka
 from supervisors._core import Child, SupervisorCore, SupervisorHandle
 from supervisors._errors import MaxChildrenReached, SupervisorStopped
 from supervisors._intensity import Clock, check_intensity
-from supervisors._shutdown import shutdown_child, start_child
+from supervisors._shutdown import START_TIMEOUT, await_started, begin_child, shutdown_child
 from supervisors._spec import ChildSpec
+
+# How long a stopping supervisor waits for the starts and stops its callers have in flight.
+SETTLE_TIMEOUT = START_TIMEOUT
 
 
 class _Roster:
     """What a dynamic supervisor's callers and its thread both see of its children, under
     one lock that nothing else takes: how many there are (what `max_children` bounds), the
     temporary ones started by callers (their own thread starts and stops them; the
-    supervisor only watches them), and whether the supervisor has stopped taking children.
+    supervisor only watches them), the callers' starts and stops in flight (the supervisor's
+    end waits for them), and whether the supervisor has stopped taking children.
     """
 
     def __init__(self, max_children: int | None) -> None:
         self.lock = threading.Lock()
+        self.settled = threading.Condition(self.lock)  # `in_flight` went down
         self.max_children = max_children
         self.count = 0
         self.by_caller: dict[pykka.ActorRef[Any], Child] = {}
+        self.in_flight = 0
         self.closed = False
 
     def reserve(self) -> None:
@@ -40,6 +46,12 @@ class _Roster:
         if self.max_children is not None and self.count >= self.max_children:
             raise MaxChildrenReached(self.max_children)
         self.count += 1
+
+    def settle(self, freed: int = 0) -> None:
+        """A caller's start or stop is over (`freed` slots with it). Lock held."""
+        self.in_flight -= 1
+        self.count -= freed
+        self.settled.notify_all()
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,7 @@ class DynamicSupervisorActor(SupervisorCore):
 
     def remove(self, ref: pykka.ActorRef[Any]) -> bool:
         child = next((c for c in self.children if c.ref is ref), None)
-        if child is None:
+        if child is None or child.spec.restart == "temporary":  # those, only callers stop
             return False
         self.terminate(child)
         self.children.remove(child)
@@ -133,16 +145,19 @@ class DynamicSupervisorActor(SupervisorCore):
                 roster.count -= 1
 
     def terminate_all(self) -> None:
-        # Only as the supervisor ends: from now on no caller adds a child, and the ones a
-        # caller started that are not watched yet are stopped with the rest.
+        # Only as the supervisor ends: from now on no caller adds a child; the starts and
+        # stops callers have in flight finish first (bounded), and the children they started
+        # that are not watched yet are stopped with the rest, last started first.
         roster = self.roster
         with roster.lock:
             roster.closed = True
+            if not roster.settled.wait_for(lambda: roster.in_flight == 0, SETTLE_TIMEOUT):
+                self.log.warning("supervisor.children.unsettled", in_flight=roster.in_flight)
             unwatched = [c for c in roster.by_caller.values() if c not in self.children]
-        super().terminate_all()
         for child in reversed(unwatched):
             if child.ref is not None:
                 shutdown_child(child.spec.id, child.ref, child.spec.shutdown)
+        super().terminate_all()
 
 
 class DynamicSupervisor(SupervisorHandle):
@@ -156,7 +171,10 @@ class DynamicSupervisor(SupervisorHandle):
 
     A `temporary` child (never restarted) is started and stopped on the caller's thread and
     only watched by the supervisor's, so `start_child` and `terminate_child` cost no round
-    trip to the supervisor; the guarantees are the same (the supervisor's stop stops it too).
+    trip to the supervisor. The guarantees stay: a child counts toward `max_children` from
+    its start until it has stopped; the supervisor's end waits for the starts and stops its
+    callers have in flight (up to `SETTLE_TIMEOUT`), then stops every child it had, so none
+    outlives it (a start it overtook raises `SupervisorStopped`).
     """
 
     @classmethod
@@ -213,45 +231,69 @@ class DynamicSupervisor(SupervisorHandle):
             if roster.closed:
                 raise SupervisorStopped(f"supervisor {self._ref} is not running")
             roster.reserve()
+            roster.in_flight += 1
+        ref: pykka.ActorRef[Any] | None = None
         try:
-            ref = start_child(spec)
+            ref = begin_child(spec)
+        finally:
+            with roster.lock:
+                if ref is None:
+                    roster.settle(freed=1)
+                else:  # from here the supervisor's end stops it, whatever happens to this call
+                    child.ref = ref
+                    roster.by_caller[ref] = child
+                    roster.settle()
+        try:
+            await_started(spec, ref)
         except BaseException:
             with roster.lock:
-                roster.count -= 1
+                if roster.by_caller.get(ref) is child:
+                    del roster.by_caller[ref]
+                    roster.count -= 1
             raise
         with roster.lock:
-            adopted = not roster.closed
-            if adopted:
-                child.ref = ref
-                roster.by_caller[ref] = child
-                try:
-                    self._ref.tell(_Adopt(child))
-                except pykka.ActorDeadError:
-                    del roster.by_caller[ref]
-                    adopted = False
-            if not adopted:
+            if roster.by_caller.get(ref) is not child:  # another caller terminated it already
+                return ref
+            if roster.closed:  # the supervisor's end stopped it, or is stopping it
+                raise SupervisorStopped(f"supervisor {self._ref} is not running")
+            try:
+                self._ref.tell(_Adopt(child))
+                return ref
+            except pykka.ActorDeadError:  # gone without its end (yet): stop the child here
+                del roster.by_caller[ref]
                 roster.count -= 1
-        if not adopted:  # the supervisor stopped while the child started: it must not outlive it
-            shutdown_child(spec.id, ref, spec.shutdown)
-            raise SupervisorStopped(f"supervisor {self._ref} is not running")
-        return ref
+        shutdown_child(spec.id, ref, spec.shutdown)
+        raise SupervisorStopped(f"supervisor {self._ref} is not running")
 
     def terminate_child(self, ref: pykka.ActorRef[Any]) -> bool:
         """Stop the child behind `ref` within its shutdown and forget it.
 
-        Returns False when `ref` is not (or no longer) a child of this supervisor.
+        Returns False when `ref` is not (or no longer) a child of this supervisor, or has
+        exited already (the supervisor forgets it as it hears of the exit).
+
+        Raises:
+            SupervisorStopped: the supervisor has stopped (it stopped its children).
         """
         actor = self._actor()
         roster = actor.roster
         with roster.lock:
-            child = roster.by_caller.pop(ref, None)
+            if roster.closed:
+                raise SupervisorStopped(f"supervisor {self._ref} is not running")
+            child = roster.by_caller.get(ref)
             if child is not None:
-                roster.count -= 1
+                if not ref.is_alive():
+                    return False
+                del roster.by_caller[ref]
+                roster.in_flight += 1
         if child is None:
             return self._call(lambda: actor.remove(ref), timeout=None)
-        # Told before the stop, so its exit is no news to the supervisor; a supervisor gone
-        # already stopped its children as it ended.
-        with contextlib.suppress(pykka.ActorDeadError):
-            self._ref.tell(_Forget(child))
-        shutdown_child(child.spec.id, ref, child.spec.shutdown)
+        try:
+            # Told before the stop, so its exit is no news to the supervisor; a supervisor
+            # gone already stopped its children as it ended.
+            with contextlib.suppress(pykka.ActorDeadError):
+                self._ref.tell(_Forget(child))
+            shutdown_child(child.spec.id, ref, child.spec.shutdown)
+        finally:
+            with roster.lock:
+                roster.settle(freed=1)  # its slot is free once it has stopped
         return True

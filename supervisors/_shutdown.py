@@ -29,6 +29,16 @@ def start_child(spec: ChildSpec) -> pykka.ActorRef[Any]:
         ChildStartError: the start function raised or returned something else, or `on_start`
             failed or did not finish within `START_TIMEOUT`; names the child.
     """
+    return await_started(spec, begin_child(spec))
+
+
+def begin_child(spec: ChildSpec) -> pykka.ActorRef[Any]:
+    """The first half of `start_child`: call `spec.start()` and check what it returned (its
+    `on_start` may still be running).
+
+    Raises:
+        ChildStartError: as `start_child`.
+    """
     try:
         ref = spec.start()
     except Exception as exc:
@@ -40,10 +50,26 @@ def start_child(spec: ChildSpec) -> pykka.ActorRef[Any]:
         raise ChildStartError(
             spec.id, f"{ref.actor_class.__name__} is not a supervisors.SupervisedActor"
         )
+    return ref
+
+
+def await_started(spec: ChildSpec, ref: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
+    """The second half of `start_child`: wait for `on_start` of the child behind `ref`. A wait
+    that is interrupted (KeyboardInterrupt) kills the child before the interrupt goes on.
+
+    Raises:
+        ChildStartError: as `start_child`.
+    """
     actor = actor_of(ref)
-    if isinstance(actor, SupervisedActor) and not actor.wait_initialized(START_TIMEOUT):
-        kill(ref, "on_start timed out")
-        raise ChildStartError(spec.id, f"on_start did not finish within {START_TIMEOUT}s")
+    if isinstance(actor, SupervisedActor):
+        try:
+            started = actor.wait_initialized(START_TIMEOUT)
+        except BaseException:
+            kill(ref, "start interrupted")
+            raise
+        if not started:
+            kill(ref, "on_start timed out")
+            raise ChildStartError(spec.id, f"on_start did not finish within {START_TIMEOUT}s")
     if not ref.is_alive():
         reason = exit_reason(ref)
         cause = reason.exception if reason is not None else None

@@ -135,8 +135,8 @@ class Runtime:
         self.memory_writer = SessionWriter(self.memory, name=f"{name}.session-writer")
         self.subagents = Subagents(self, lambda: self.subagents_supervisor)
         self._model_overrides = ModelOverrides()
-        # One thread for astart_agent: starts are serialised by the subagents' supervisor
-        # anyway, and more threads would only contend with the host's loop for the GIL.
+        # One thread for astart_agent: a start is mostly CPU (options, the actor's thread, its
+        # on_start), and more threads would only contend with the host's loop for the GIL.
         self._starter = ThreadPoolExecutor(1, thread_name_prefix=f"{name}.starter")
         self._workflows: Workflows | None = None  # made at first use (`workflows`)
 

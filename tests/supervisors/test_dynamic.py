@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -237,7 +238,7 @@ def test_a_supervisor_that_dies_stops_a_temporary_child_it_was_not_watching_yet(
     assert recorder.count("stop", "t") == 1
 
 
-def test_a_temporary_child_whose_start_outlasts_the_supervisor_is_stopped_and_refused(
+def test_a_supervisor_stopping_during_a_temporary_childs_start_waits_for_it_then_stops_it(
     started: Started, recorder: Recorder, gates: Gates
 ) -> None:
     dyn = started.dynamic()
@@ -260,10 +261,56 @@ def test_a_temporary_child_whose_start_outlasts_the_supervisor_is_stopped_and_re
     starter = threading.Thread(target=start)
     starter.start()
     assert starting.wait(5)
-    dyn.stop(timeout=5)
+    stopper = threading.Thread(target=lambda: dyn.stop(timeout=10))
+    stopper.start()
+    wait_until(lambda: dyn._actor().roster.closed, what="the supervisor is stopping")
+    assert stopper.is_alive()  # it waits for the start in flight
     gate.set()
+    stopper.join(10)
     starter.join(10)
+    assert not stopper.is_alive() and not dyn.alive
     assert len(outcome) == 1 and isinstance(outcome[0], SupervisorStopped), outcome
     assert recorder.count("start", "t") == 1 and recorder.count("stop", "t") == 1
     with pytest.raises(SupervisorStopped):
         dyn.start_child(worker_spec("u", recorder, restart="temporary"))
+
+
+def terminate_twice_at_once(dyn: DynamicSupervisor, ref: Any) -> list[bool]:
+    """What two threads' `terminate_child(ref)` at the same moment return."""
+    barrier = threading.Barrier(2)
+    results: list[bool] = []
+
+    def terminate() -> None:
+        barrier.wait(5)
+        results.append(dyn.terminate_child(ref))
+
+    racers = [threading.Thread(target=terminate) for _ in range(2)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(10)
+    return results
+
+
+def test_concurrent_terminations_of_one_child_free_its_slot_once(
+    started: Started, recorder: Recorder
+) -> None:
+    dyn = started.dynamic(max_children=1)
+    for round_number in range(20):
+        t = dyn.start_child(worker_spec(f"t{round_number}", recorder, restart="temporary"))
+        assert sorted(terminate_twice_at_once(dyn, t)) == [False, True]
+        assert dyn._actor().roster.count == 0
+    dyn.start_child(worker_spec("last", recorder, restart="temporary"))
+    with pytest.raises(MaxChildrenReached):
+        dyn.start_child(worker_spec("one too many", recorder, restart="temporary"))
+
+
+def test_terminating_a_child_that_already_crashed_returns_false_and_frees_its_slot(
+    started: Started, recorder: Recorder
+) -> None:
+    dyn = started.dynamic(max_children=1)
+    t = dyn.start_child(worker_spec("t", recorder, restart="temporary"))
+    kill(t)
+    assert dyn.terminate_child(t) is False
+    wait_until(lambda: dyn._actor().roster.count == 0, what="the crashed child's slot is free")
+    assert dyn.start_child(worker_spec("u", recorder, restart="temporary")).is_alive()
