@@ -35,25 +35,29 @@ REASONS = {
     "one text turn, p50": "two actor hops (the prompt's call and its answer) and the run's end "
     "crossing from the loop thread to the caller, plus ~12 pydantic events and messages built "
     "on the loop: ~450 us of work against the baseline's ~30-110 us",
-    "text turn with 3,000 messages, p50": "the checks are incremental now (TranscriptState); "
-    "what is left is ~45 ns per message: the history's list is copied for the run's context, "
-    "the loop's transcript and the request, and the fake model keeps every request",
+    "text turn with 3,000 messages, p50": "the run reads the agent's history in place and "
+    "the checks are incremental (TranscriptState); what is left is one copy of the history per "
+    "model call, for its request, and the session memory read at each start (the empty "
+    "figure reads none)",
     "one tool call then text, p50": "two model calls, the tool's hop to the tool_tasks pool and "
     "back, and two batches of facts to the actor on top of the text turn; the bare baseline's "
     "tool turn itself measured 42-113 us across runs of one day, and the ratio moves with it",
-    "1000 concurrent runs of a 100 ms model, wall": "each prompt is an actor round trip issued "
-    "from one thread, and the run set-up happens on 1000 actor threads contending for the GIL",
+    "1000 concurrent runs of a 100 ms model, wall": "each prompt is a message to an actor "
+    "thread (the start ticket spares the round trip), and the run set-up happens on 1000 actor "
+    "threads contending for the GIL",
     "2500 concurrent runs of a 100 ms model, wall": "as for 1000; garbage collection of the "
     "per-run objects grows with the burst (gc.freeze() after start-up gained only 3-5%, so it "
     "is not used)",
-    "1000 streamed deltas to one subscriber": "~11 us per delta: each crosses four generator "
+    "1000 streamed deltas to one subscriber": "~10 us per delta: each crosses four generator "
     "layers (provider, abort watch, turn, run) and one EventStream push that contends with the "
-    "reading thread for the stream's lock and the GIL; the provider's TextDelta is still a "
-    "pydantic model",
+    "reading thread for the stream's lock and the GIL; the provider's TextDelta and the "
+    "MessageUpdate are pydantic models",
     "1000 deltas, each of 10 subscribers": "one EventStream push per subscriber per delta, and "
     "ten reader threads contending for the GIL",
-    "spawn + stop of an agent, p50": "a start validates AgentOptions, registers, reads session "
-    "memory and starts under the DynamicSupervisor's actor; a stop goes through it again",
+    "spawn + stop of an agent, p50": "on top of the bare actor's thread start and stop: "
+    "AgentOptions validated, the shell and handle made, the registry and session memory in "
+    "the actor's on_start, and the supervisor told to watch the child, then to forget it (two "
+    "wake-ups of its thread)",
 }
 
 
