@@ -143,7 +143,7 @@ class AgentActor(SupervisedActor):
             self.log.warning("agent.memory.read_failed", error=f"{type(exc).__name__}: {exc}")
             return
         stored = False
-        if changes.replaced and mirror.own_pending:
+        if changes.replaced and mirror.own_pending and self.shell.options.memory.write:
             # A compaction: which of this agent's messages did it take in? Let the writes
             # land first (rare: compactions are), then read again.
             session = self.key.session

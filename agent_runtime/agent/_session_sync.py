@@ -30,7 +30,9 @@ class SessionMirror:
     so they land later, in the agent's own order).
 
     Guarantee of `merge`: the history it returns is the session's stored history in commit
-    order (within the policy's window), followed by the agent's own messages not stored yet;
+    order (within the policy's window), followed by the agent's own messages not stored yet
+    (for a policy that does not write: the agent's history, then what the others committed
+    since, its own messages kept across a compaction);
     when nothing but the agent's own messages was committed since, the history stays as it is
     and nothing is rebuilt, so a run's start costs one read of what changed, whatever the
     history's length.
@@ -64,6 +66,8 @@ class SessionMirror:
         (the caller saw its writes land) they were compacted away like the rest."""
         if changes.sequence == self.sequence and not changes.messages:
             return None  # nothing was committed since (a session still empty says replaced)
+        if not policy.write:
+            return self._merge_unwritten(history, changes, policy)
         own = list(self.own_pending)
         matched = 0
         foreign = False
@@ -83,3 +87,21 @@ class SessionMirror:
             stable = history[: len(history) - len(own)] if own else history
             base = [*stable, *changes.messages]
         return window([*base, *unstored], policy.last_n, policy.max_bytes)
+
+    def _merge_unwritten(
+        self, history: list[Message], changes: Changes, policy: MemoryPolicy
+    ) -> list[Message]:
+        """`merge` for an agent whose policy does not write: its own messages never reach
+        the store, so they stay where they are in its history, and what the others committed
+        since comes after them; after a compaction, its own messages still in its history
+        follow the new history. Only those of its own messages the result keeps are tracked."""
+        self.sequence = changes.sequence
+        if changes.replaced:
+            present = {id(m) for m in history}
+            own = [m for m in self.own_pending if id(m) in present]
+            merged = window([*changes.messages, *own], policy.last_n, policy.max_bytes)
+        else:
+            merged = window([*history, *changes.messages], policy.last_n, policy.max_bytes)
+        kept = {id(m) for m in merged}
+        self.own_pending = deque(m for m in self.own_pending if id(m) in kept)
+        return merged

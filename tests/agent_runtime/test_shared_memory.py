@@ -215,3 +215,48 @@ def test_agents_of_one_session_running_at_once_each_keep_a_valid_history_with_no
         assert len(keys) == len(set(keys)), f"agent {i} holds a message twice"
         mine = [m for m in history if isinstance(m, UserMessage) and m.text.startswith(f"q {i}.")]
         assert len(mine) == 5
+
+
+def test_a_read_only_agent_keeps_its_own_turns_after_another_agent_s_compaction(
+    runtime: Runtime,
+) -> None:
+    a = runtime.start_agent(("s", "a", 0), model=ScriptedModel(["a1"]))
+    model = ScriptedModel(["r1", "r2"])
+    reader = runtime.start_agent(("s", "r", 0), model=model, memory=MemoryPolicy.read_only())
+    a.run("qa", timeout=10)
+    runtime.memory_writer.flush(10, session="s")
+    reader.run("qr", timeout=10)
+    summary = [
+        UserMessage(content="summary please"),
+        AssistantMessage(content=[TextContent(text="we talked")], stop_reason="stop"),
+    ]
+    runtime.memory.compact("s", summary, runtime.memory.history("s").sequence)
+    reader.run("again", timeout=10)
+    # Its own turn was never stored, so the compaction did not take it in: it stays its own.
+    assert sent(model) == [
+        "user:summary please",
+        "assistant:we talked",
+        "user:qr",
+        "assistant:r1",
+        "user:again",
+    ]
+
+
+def test_a_windowed_read_only_agent_sees_the_session_s_newest_turns_in_the_order_they_came(
+    runtime: Runtime,
+) -> None:
+    writer = runtime.start_agent(("s", "w", 0), model=ScriptedModel([f"w{i}" for i in range(6)]))
+    model = ScriptedModel([f"r{i}" for i in range(6)])
+    policy = MemoryPolicy(read=True, write=False, last_n=6)
+    reader = runtime.start_agent(("s", "r", 0), model=model, memory=policy)
+    for i in range(6):
+        writer.run(f"qw{i}", timeout=10)
+        runtime.memory_writer.flush(10, session="s")
+        reader.run(f"qr{i}", timeout=10)
+        seen = sent(model)
+        assert len(seen) == len(set(seen)), seen  # every text here is unique
+        assert validate_transcript(model.requests[-1].messages) == []
+        # the writer's newest turn, then the reader's prompt, in the order they happened
+        assert seen[-3:] == [f"user:qw{i}", f"assistant:w{i}", f"user:qr{i}"], seen
+        assert len(seen) == min(6, 4 * i + 2) + 1
+    assert sent(model)[:4] == ["user:qw4", "assistant:w4", "user:qr4", "assistant:r4"]
