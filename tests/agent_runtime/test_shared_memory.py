@@ -43,6 +43,14 @@ def texts(messages: list[Message]) -> list[str]:
     return out
 
 
+def summary() -> list[Message]:
+    """What the tests compact a session to."""
+    return [
+        UserMessage(content="summary please"),
+        AssistantMessage(content=[TextContent(text="we talked")], stop_reason="stop"),
+    ]
+
+
 def sent(model: ScriptedModel) -> list[str]:
     """What the model was sent in its last call."""
     return texts(model.requests[-1].messages)
@@ -123,11 +131,7 @@ def test_after_a_compaction_the_next_run_starts_from_the_compacted_history(
     a.run("old question", timeout=10)
     runtime.memory_writer.flush(10, session="s")
     history = runtime.memory.history("s")
-    summary = [
-        UserMessage(content="summary please"),
-        AssistantMessage(content=[TextContent(text="we talked")], stop_reason="stop"),
-    ]
-    runtime.memory.compact("s", summary, history.sequence)
+    runtime.memory.compact("s", summary(), history.sequence)
     a.run("new question", timeout=10)
     assert sent(model) == ["user:summary please", "assistant:we talked", "user:new question"]
 
@@ -226,11 +230,7 @@ def test_a_read_only_agent_keeps_its_own_turns_after_another_agent_s_compaction(
     a.run("qa", timeout=10)
     runtime.memory_writer.flush(10, session="s")
     reader.run("qr", timeout=10)
-    summary = [
-        UserMessage(content="summary please"),
-        AssistantMessage(content=[TextContent(text="we talked")], stop_reason="stop"),
-    ]
-    runtime.memory.compact("s", summary, runtime.memory.history("s").sequence)
+    runtime.memory.compact("s", summary(), runtime.memory.history("s").sequence)
     reader.run("again", timeout=10)
     # Its own turn was never stored, so the compaction did not take it in: it stays its own.
     assert sent(model) == [
