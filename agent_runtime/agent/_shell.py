@@ -162,8 +162,11 @@ class AgentShell:
         Actor thread; an incarnation that is no longer the current one offers nothing (the
         thread of a killed actor may still finish a handler)."""
         with self._lock:
-            if not self.stopped and self._reserved is None and self.ref is offered_by:
-                self._ticket = True
+            self._offer_locked(offered_by)
+
+    def _offer_locked(self, offered_by: pykka.ActorRef[Any]) -> None:
+        if not self.stopped and self._reserved is None and self.ref is offered_by:
+            self._ticket = True
 
     def offer_start_after(self, view: RunView, started_by: pykka.ActorRef[Any]) -> None:
         """The run of `view`, started by the actor `started_by`, ended with its end told to
@@ -176,10 +179,8 @@ class AgentShell:
         if inbox.follow_ups or inbox.steering or not isinstance(self.options.system_prompt, str):
             return
         with self._lock:
-            if view.end_handled:  # the actor offered its own ticket, or started another run
-                return
-            if not self.stopped and self._reserved is None and self.ref is started_by:
-                self._ticket = True
+            if not view.end_handled:  # else the actor offered its own, or started another run
+                self._offer_locked(started_by)
 
     def end_handled(self, view: RunView) -> None:
         """The actor handled the end of `view`'s run: from now on only the actor offers the
