@@ -144,12 +144,16 @@ class SupervisorCore(SupervisedActor):
         child.watch = monitor(ref, exited)
         self.log.debug("supervisor.child.started", child=child.spec.id, actor=str(ref))
 
-    def terminate(self, child: Child) -> None:
-        """Stop `child` within its shutdown time; its exit is not treated as a crash."""
-        ref, child.ref = child.ref, None
+    def unwatch(self, child: Child) -> None:
+        """Hear no more of the exit of `child` (`watch` undone)."""
         if child.watch is not None:
             child.watch.cancel()
             child.watch = None
+
+    def terminate(self, child: Child) -> None:
+        """Stop `child` within its shutdown time; its exit is not treated as a crash."""
+        ref, child.ref = child.ref, None
+        self.unwatch(child)
         if ref is not None:
             shutdown_child(child.spec.id, ref, child.spec.shutdown)
             self.log.debug("supervisor.child.terminated", child=child.spec.id)

@@ -47,6 +47,13 @@ class _Roster:
             raise MaxChildrenReached(self.max_children)
         self.count += 1
 
+    def release(self, ref: pykka.ActorRef[Any], child: Child) -> None:
+        """Forget `child` (run as `ref`) and free its slot, if it is still the callers'. Lock
+        held."""
+        if self.by_caller.get(ref) is child:
+            del self.by_caller[ref]
+            self.count -= 1
+
     def settle(self, freed: int = 0) -> None:
         """A caller's start or stop is over (`freed` slots with it). Lock held."""
         self.in_flight -= 1
@@ -129,9 +136,7 @@ class DynamicSupervisorActor(SupervisorCore):
 
     def _forget(self, child: Child) -> None:
         if child in self.children:
-            if child.watch is not None:
-                child.watch.cancel()
-                child.watch = None
+            self.unwatch(child)
             self.children.remove(child)
             self.log.debug("supervisor.child.terminated", child=child.spec.id)
 
@@ -140,9 +145,8 @@ class DynamicSupervisorActor(SupervisorCore):
         with roster.lock:
             if child.spec.restart != "temporary":
                 roster.count -= 1
-            elif ref is not None and roster.by_caller.get(ref) is child:
-                del roster.by_caller[ref]
-                roster.count -= 1
+            elif ref is not None:
+                roster.release(ref, child)
 
     def terminate_all(self) -> None:
         # Only as the supervisor ends: from now on no caller adds a child; the starts and
@@ -247,9 +251,7 @@ class DynamicSupervisor(SupervisorHandle):
             await_started(spec, ref)
         except BaseException:
             with roster.lock:
-                if roster.by_caller.get(ref) is child:
-                    del roster.by_caller[ref]
-                    roster.count -= 1
+                roster.release(ref, child)
             raise
         with roster.lock:
             if roster.by_caller.get(ref) is not child:  # another caller terminated it already
@@ -260,8 +262,7 @@ class DynamicSupervisor(SupervisorHandle):
                 self._ref.tell(_Adopt(child))
                 return ref
             except pykka.ActorDeadError:  # gone without its end (yet): stop the child here
-                del roster.by_caller[ref]
-                roster.count -= 1
+                roster.release(ref, child)
         shutdown_child(spec.id, ref, spec.shutdown)
         raise SupervisorStopped(f"supervisor {self._ref} is not running")
 
