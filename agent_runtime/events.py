@@ -45,6 +45,7 @@ __all__ = [
     "MessageUpdate",
     "ProviderRetry",
     "ProviderRetryEnd",
+    "EVENT_TYPES",
     "TERMINAL_TYPES",
     "Terminal",
     "ToolExecutionEnd",
@@ -367,8 +368,11 @@ EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
 """Validates / parses one `Event` from Python data or JSON (`validate_json`)."""
 
 
+EVENT_TYPES: tuple[type, ...] = get_args(get_args(Event)[0])
+"""The classes of the `Event` union, for `isinstance(value, EVENT_TYPES)`."""
+
 _TERMINAL_CLASSES = frozenset(TERMINAL_TYPES)
-_OTHER_EVENT_CLASSES = frozenset(get_args(get_args(Event)[0])) - _TERMINAL_CLASSES
+_OTHER_EVENT_CLASSES = frozenset(EVENT_TYPES) - _TERMINAL_CLASSES
 
 
 def is_terminal(event: object) -> TypeGuard[AgentEnd | Error | Canceled]:

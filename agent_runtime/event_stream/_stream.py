@@ -29,6 +29,7 @@ from agent_runtime.event_stream._gap_queue import GapQueue, StreamStats
 from agent_runtime.event_stream._timers import deadline_after, remaining
 from agent_runtime.event_stream._watchdog import Watchdog
 from agent_runtime.events import (
+    EVENT_TYPES,
     AgentEnd,
     Canceled,
     Error,
@@ -62,9 +63,7 @@ log = structlog.get_logger(__name__)
 EndCallback = Callable[[Terminal], object]
 """Receives the stream's terminal event once the stream has ended (see `EventStream.on_end`)."""
 
-# The classes of the `Event` union (an Annotated union: its first argument is the union).
-_EVENT_CLASSES: tuple[type, ...] = get_args(get_args(Event)[0])
-_EVENT_CLASS_SET = frozenset(_EVENT_CLASSES)
+_EVENT_CLASS_SET = frozenset(EVENT_TYPES)
 
 
 def _check_event(event: object, method: str) -> None:
@@ -72,8 +71,8 @@ def _check_event(event: object, method: str) -> None:
 
     The exact-type lookup comes first: it costs a hash, where `isinstance` on a tuple of
     pydantic classes costs a microsecond per push."""
-    if type(event) not in _EVENT_CLASS_SET and not isinstance(event, _EVENT_CLASSES):
-        expected = ", ".join(cls.__name__ for cls in _EVENT_CLASSES)
+    if type(event) not in _EVENT_CLASS_SET and not isinstance(event, EVENT_TYPES):
+        expected = ", ".join(cls.__name__ for cls in EVENT_TYPES)
         raise TypeError(
             f"EventStream.{method}() takes an event ({expected}; wrap your own data in"
             f" CustomEvent(name, data)), not {type(event).__name__}: {event!r:.80}"
