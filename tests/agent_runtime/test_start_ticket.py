@@ -54,19 +54,24 @@ class Gate:
         monkeypatch.setattr(_actor.AgentActor, name, gated)
 
 
-def run_in_thread(agent: Any) -> tuple[threading.Thread, list[BaseException]]:
-    """`agent.run("hi")` on a thread of its own; the list gets what it raised."""
+def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
+    """`call()` on a thread of its own; the list gets what it raised."""
     raised: list[BaseException] = []
 
     def run() -> None:
         try:
-            agent.run("hi", timeout=10)
+            call()
         except BaseException as exc:
             raised.append(exc)
 
     runner = threading.Thread(target=run)
     runner.start()
     return runner, raised
+
+
+def run_in_thread(agent: Any) -> tuple[threading.Thread, list[BaseException]]:
+    """`agent.run("hi")` on a thread of its own; the list gets what it raised."""
+    return in_thread(lambda: agent.run("hi", timeout=10))
 
 
 def test_a_prompt_to_an_idle_agent_returns_before_its_actor_takes_the_start(
@@ -79,16 +84,8 @@ def test_a_prompt_to_an_idle_agent_returns_before_its_actor_takes_the_start(
     run_id = agent.prompt("hi")
     assert time.monotonic() - started < 1.0  # the actor is held at the gate for up to 10 s
     assert gate.arrived.wait(5)
-    refused: list[BaseException] = []
-
-    def second() -> None:  # no ticket now: it asks the actor, which takes the first start first
-        try:
-            agent.prompt("again")
-        except BaseException as exc:
-            refused.append(exc)
-
-    other = threading.Thread(target=second)
-    other.start()
+    # no ticket now: it asks the actor, which takes the first start first
+    other, refused = in_thread(lambda: agent.prompt("again"))
     gate.opened.set()
     other.join(10)
     assert len(refused) == 1 and isinstance(refused[0], AgentBusy)
