@@ -17,8 +17,9 @@ class AsyncWaiters:
 
     A coroutine checks its condition and calls `add_locked()` under the owner's lock, releases the
     lock, then awaits the future; whoever changes the condition calls `wake_all_locked()`, so no
-    wake-up is lost. Waking only schedules `set_result` on each waiter's loop with
-    `call_soon_threadsafe`, which neither blocks nor runs user code, so it is safe under the lock.
+    wake-up is lost. Waking resolves a future of the calling thread's loop at once and schedules
+    the others' `set_result` with `call_soon_threadsafe`; neither blocks nor runs user code (a
+    resolved future only schedules its waiter), so it is safe under the lock.
     """
 
     __slots__ = ("_waiters",)
@@ -45,8 +46,9 @@ class AsyncWaiters:
         current = asyncio._get_running_loop()
         for loop, fut in waiters:
             if loop is current:
-                # Same thread: no need to write to the loop's self-pipe to wake it.
-                loop.call_soon(resolve, fut)
+                # Same thread: resolved now (that only schedules its waiter, no user code runs),
+                # neither through the loop's self-pipe nor a turn of the loop later.
+                resolve(fut)
                 continue
             with contextlib.suppress(RuntimeError):  # a closed loop has nobody left to wake
                 loop.call_soon_threadsafe(resolve, fut)
