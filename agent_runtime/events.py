@@ -170,7 +170,9 @@ class MessageUpdate(_EventBase):
         message = self.__dict__.get("message")
         if message is not None:
             return message  # type: ignore[no-any-return]
-        snapshot = self._snapshot
+        # Not `self._snapshot`: a private attribute read goes through pydantic's __getattr__.
+        snapshot: Callable[[], AssistantMessage] | None
+        snapshot = self.__pydantic_private__["_snapshot"]  # type: ignore[index]
         if snapshot is None:  # another reader just made it
             return self.__dict__["message"]  # type: ignore[no-any-return]
         built = snapshot()  # outside any lock: a snapshot may read other events

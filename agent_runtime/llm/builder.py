@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,21 +193,7 @@ class ChatResponseBuilder:
         self._blocks.insert(position, call)
 
     def _content(self, *, partial: bool, with_calls: bool = True) -> list[AssistantContent]:
-        content: list[AssistantContent] = []
-        for number, block in enumerate(self._blocks):
-            if isinstance(block, _Text):
-                content.append(TextContent(text="".join(block.parts)))
-            elif isinstance(block, _Thinking):
-                content.append(
-                    ThinkingContent(
-                        thinking="".join(block.parts),
-                        signature=block.signature,
-                        redacted=block.redacted,
-                    )
-                )
-            elif with_calls:
-                content.append(_finish_call(block, number, partial=partial))
-        return content
+        return _content_of(self._blocks, partial=partial, with_calls=with_calls)
 
     def snapshot(
         self, *, stop_reason: StopReason = "stop", with_calls: bool = True, error: str | None = None
@@ -262,6 +248,26 @@ class ChatResponseBuilder:
             request_id=self.request_id,
             raw_finish_reason=self._finish.raw_reason if self._finish is not None else None,
         )
+
+
+def _content_of(
+    blocks: Sequence[_Block], *, partial: bool, with_calls: bool = True
+) -> list[AssistantContent]:
+    content: list[AssistantContent] = []
+    for number, block in enumerate(blocks):
+        if isinstance(block, _Text):
+            content.append(TextContent(text="".join(block.parts)))
+        elif isinstance(block, _Thinking):
+            content.append(
+                ThinkingContent(
+                    thinking="".join(block.parts),
+                    signature=block.signature,
+                    redacted=block.redacted,
+                )
+            )
+        elif with_calls:
+            content.append(_finish_call(block, number, partial=partial))
+    return content
 
 
 def _finish_call(call: _Call, number: int, *, partial: bool) -> ToolCall:
@@ -322,7 +328,8 @@ def _as_it_was(mark: _Mark) -> _Block:
 def _marked_snapshot(
     model: str, provider: str, usage: Usage, marks: tuple[_Mark, ...]
 ) -> AssistantMessage:
-    builder = ChatResponseBuilder(model=model, provider=provider)
-    builder._blocks = [_as_it_was(mark) for mark in marks]
-    builder._usage = usage
-    return builder.snapshot()
+    # `ChatResponseBuilder.snapshot()` of the blocks as they were, without a builder: this
+    # runs once per streamed token that a reader looks at.
+    blocks = [_as_it_was(mark) for mark in marks]
+    content = _content_of(blocks, partial=True)
+    return AssistantMessage(content=content, usage=usage, model=model, provider=provider)
