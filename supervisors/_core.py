@@ -39,6 +39,7 @@ class Child:
     spec: ChildSpec
     ref: pykka.ActorRef[Any] | None = None
     watch: Monitor | None = field(default=None, repr=False)
+    order: int = 0  # its place in its supervisor's start order (a dynamic one's)
 
     def info(self) -> ChildInfo:
         alive = self.ref is not None and self.ref.is_alive()
@@ -121,6 +122,11 @@ class SupervisorCore(SupervisedActor):
 
     def dropped(self, child: Child, ref: pykka.ActorRef[Any] | None) -> None:
         """`child` (last run as `ref`) left `children` for good after an exit."""
+
+    def every_child(self) -> list[Child]:
+        """Every child, in start order (this thread's `children`, unless a subclass has
+        children of its callers' too)."""
+        return self.children
 
     # -- starting and stopping children -----------------------------------------------------------
 
@@ -263,14 +269,14 @@ class SupervisorHandle(ActorHandle):
     def which_children(self) -> list[ChildInfo]:
         """One ChildInfo per child, in start order."""
         core = self._core()
-        return self._call(lambda: [c.info() for c in core.children])
+        return self._call(lambda: [c.info() for c in core.every_child()])
 
     def count_children(self) -> ChildCounts:
         """How many specs, running children, supervisors and workers."""
         core = self._core()
 
         def count() -> ChildCounts:
-            kids = core.children
+            kids = core.every_child()
             return ChildCounts(
                 specs=len(kids),
                 active=sum(1 for c in kids if c.ref is not None and c.ref.is_alive()),

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
+import itertools
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import pykka
 
+from supervisors._actor import ExitReason, monitor
 from supervisors._core import Child, SupervisorCore, SupervisorHandle
 from supervisors._errors import MaxChildrenReached, SupervisorStopped
 from supervisors._intensity import Clock, check_intensity
@@ -21,11 +21,12 @@ SETTLE_TIMEOUT = START_TIMEOUT
 
 
 class _Roster:
-    """What a dynamic supervisor's callers and its thread both see of its children, under
-    one lock that nothing else takes: how many there are (what `max_children` bounds), the
-    temporary ones started by callers (their own thread starts and stops them; the
-    supervisor only watches them), the callers' starts and stops in flight (the supervisor's
-    end waits for them), and whether the supervisor has stopped taking children.
+    """What a dynamic supervisor's callers, its thread and its children's exit monitors all
+    see of its children, under one lock that nothing else takes: how many there are (what
+    `max_children` bounds), the temporary ones started by callers (their own thread starts
+    and stops them, a monitor of their own hears their exit: the supervisor's thread never
+    does), the callers' starts and stops in flight (the supervisor's end waits for them),
+    and whether the supervisor has stopped taking children.
     """
 
     def __init__(self, max_children: int | None) -> None:
@@ -36,6 +37,7 @@ class _Roster:
         self.by_caller: dict[pykka.ActorRef[Any], Child] = {}
         self.in_flight = 0
         self.closed = False
+        self.starts = itertools.count()  # every child's place in the start order
 
     def reserve(self) -> None:
         """Count one more child. Lock held.
@@ -61,20 +63,6 @@ class _Roster:
         self.settled.notify_all()
 
 
-@dataclass(frozen=True)
-class _Adopt:
-    """A temporary child its caller started: the supervisor watches it from now on."""
-
-    child: Child
-
-
-@dataclass(frozen=True)
-class _Forget:
-    """A temporary child its caller is stopping: the supervisor stops watching it."""
-
-    child: Child
-
-
 class DynamicSupervisorActor(SupervisorCore):
     keeps_stopped_children = False
 
@@ -89,22 +77,13 @@ class DynamicSupervisorActor(SupervisorCore):
         super().__init__(name, max_restarts, max_seconds, clock)
         self.roster = _Roster(max_children)
 
-    def on_receive(self, message: Any) -> Any:
-        if isinstance(message, _Adopt):
-            self._adopt(message.child)
-            return None
-        if isinstance(message, _Forget):
-            self._forget(message.child)
-            return None
-        return super().on_receive(message)
-
     # -- children started on this thread (restartable ones) ------------------------------------
 
     def add(self, spec: ChildSpec) -> pykka.ActorRef[Any]:
         roster = self.roster
         with roster.lock:
             roster.reserve()
-        child = Child(spec)
+        child = Child(spec, order=next(roster.starts))
         try:
             ref = self.launch(child)
         except BaseException:
@@ -124,44 +103,59 @@ class DynamicSupervisorActor(SupervisorCore):
             self.roster.count -= 1
         return True
 
+    def dropped(self, child: Child, ref: pykka.ActorRef[Any] | None) -> None:
+        with self.roster.lock:
+            self.roster.count -= 1  # only restartable children are this thread's
+
+    def every_child(self) -> list[Child]:
+        """This thread's children and the callers' temporary ones, in start order."""
+        with self.roster.lock:
+            theirs = list(self.roster.by_caller.values())
+        return sorted([*self.children, *theirs], key=lambda c: c.order)
+
     # -- temporary children started and stopped by their callers -------------------------------
 
-    def _adopt(self, child: Child) -> None:
+    def watch_for_caller(self, child: Child) -> None:
+        """Hear of the exit of a temporary `child` its caller started, on the thread that
+        sees it: it is forgotten and its slot freed (a crash is logged as this thread
+        would). A child dead by now is heard of at once, on this caller's thread."""
         ref = child.ref
-        with self.roster.lock:
-            if ref is None or self.roster.by_caller.get(ref) is not child:  # its caller stopped it
-                return
-        self.children.append(child)
-        self.watch(child)  # a child dead by now is reported at once, as ChildExited
-
-    def _forget(self, child: Child) -> None:
-        if child in self.children:
-            self.unwatch(child)
-            self.children.remove(child)
-            self.log.debug("supervisor.child.terminated", child=child.spec.id)
-
-    def dropped(self, child: Child, ref: pykka.ActorRef[Any] | None) -> None:
+        assert ref is not None
         roster = self.roster
-        with roster.lock:
-            if child.spec.restart != "temporary":
-                roster.count -= 1
-            elif ref is not None:
-                roster.release(ref, child)
+        logger = self.log
+
+        def exited(dead: pykka.ActorRef[Any], reason: ExitReason) -> None:
+            with roster.lock:
+                if roster.by_caller.get(dead) is not child:  # its caller or the end stops it
+                    return
+                roster.release(dead, child)
+            logger.info(
+                "supervisor.child.exited",
+                child=child.spec.id,
+                reason=str(reason),
+                abnormal=reason.abnormal,
+            )
+
+        child.watch = monitor(ref, exited)
+        logger.debug("supervisor.child.started", child=child.spec.id, actor=str(ref))
 
     def terminate_all(self) -> None:
         # Only as the supervisor ends: from now on no caller adds a child; the starts and
-        # stops callers have in flight finish first (bounded), and the children they started
-        # that are not watched yet are stopped with the rest, last started first.
+        # stops callers have in flight finish first (bounded), then every child is stopped,
+        # last started first.
         roster = self.roster
         with roster.lock:
             roster.closed = True
             if not roster.settled.wait_for(lambda: roster.in_flight == 0, SETTLE_TIMEOUT):
                 self.log.warning("supervisor.children.unsettled", in_flight=roster.in_flight)
-            unwatched = [c for c in roster.by_caller.values() if c not in self.children]
-        for child in reversed(unwatched):
-            if child.ref is not None:
+            theirs = list(roster.by_caller.values())
+        for child in sorted([*self.children, *theirs], key=lambda c: c.order, reverse=True):
+            if child in self.children:
+                if child.ref is not None:
+                    self.terminate(child)
+            elif child.ref is not None:
+                self.unwatch(child)
                 shutdown_child(child.spec.id, child.ref, child.spec.shutdown)
-        super().terminate_all()
 
 
 class DynamicSupervisor(SupervisorHandle):
@@ -173,12 +167,13 @@ class DynamicSupervisor(SupervisorHandle):
     More than `max_restarts` restarts within `max_seconds` stops every child and exits the
     supervisor abnormally.
 
-    A `temporary` child (never restarted) is started and stopped on the caller's thread and
-    only watched by the supervisor's, so `start_child` and `terminate_child` cost no round
-    trip to the supervisor. The guarantees stay: a child counts toward `max_children` from
-    its start until it has stopped; the supervisor's end waits for the starts and stops its
-    callers have in flight (up to `SETTLE_TIMEOUT`), then stops every child it had, so none
-    outlives it (a start it overtook raises `SupervisorStopped`).
+    A `temporary` child (never restarted) is started and stopped on the caller's thread, and
+    a monitor of its own forgets it when it exits, so `start_child` and `terminate_child`
+    involve the supervisor's thread not at all. The guarantees stay: a child counts toward
+    `max_children` from its start until it has stopped; the supervisor's end waits for the
+    starts and stops its callers have in flight (up to `SETTLE_TIMEOUT`), then stops every
+    child, last started first, so none outlives it (a start it overtook raises
+    `SupervisorStopped`); `which_children` lists every child in start order.
     """
 
     @classmethod
@@ -227,15 +222,16 @@ class DynamicSupervisor(SupervisorHandle):
         actor = self._actor()
         if spec.restart != "temporary":
             return self._call(lambda: actor.add(spec), timeout=None)
-        return self._start_here(actor.roster, Child(spec))
+        return self._start_here(actor, Child(spec))
 
-    def _start_here(self, roster: _Roster, child: Child) -> pykka.ActorRef[Any]:
-        spec = child.spec
+    def _start_here(self, actor: DynamicSupervisorActor, child: Child) -> pykka.ActorRef[Any]:
+        spec, roster = child.spec, actor.roster
         with roster.lock:
             if roster.closed:
                 raise SupervisorStopped(f"supervisor {self._ref} is not running")
             roster.reserve()
             roster.in_flight += 1
+            child.order = next(roster.starts)
         ref: pykka.ActorRef[Any] | None = None
         try:
             ref = begin_child(spec)
@@ -258,13 +254,9 @@ class DynamicSupervisor(SupervisorHandle):
                 return ref
             if roster.closed:  # the supervisor's end stopped it, or is stopping it
                 raise SupervisorStopped(f"supervisor {self._ref} is not running")
-            try:
-                self._ref.tell(_Adopt(child))
-                return ref
-            except pykka.ActorDeadError:  # gone without its end (yet): stop the child here
-                roster.release(ref, child)
-        shutdown_child(spec.id, ref, spec.shutdown)
-        raise SupervisorStopped(f"supervisor {self._ref} is not running")
+        # Outside the lock: a child that is dead already is heard of at once, here.
+        actor.watch_for_caller(child)
+        return ref
 
     def terminate_child(self, ref: pykka.ActorRef[Any]) -> bool:
         """Stop the child behind `ref` within its shutdown and forget it.
@@ -289,10 +281,7 @@ class DynamicSupervisor(SupervisorHandle):
         if child is None:
             return self._call(lambda: actor.remove(ref), timeout=None)
         try:
-            # Told before the stop, so its exit is no news to the supervisor; a supervisor
-            # gone already stopped its children as it ended.
-            with contextlib.suppress(pykka.ActorDeadError):
-                self._ref.tell(_Forget(child))
+            actor.unwatch(child)  # its exit is no crash
             shutdown_child(child.spec.id, ref, child.spec.shutdown)
         finally:
             with roster.lock:

@@ -225,13 +225,49 @@ def test_max_children_counts_temporary_children_at_once_and_frees_a_crashed_ones
     assert dyn.start_child(worker_spec("p", recorder)).is_alive()
 
 
-def test_a_supervisor_that_dies_stops_a_temporary_child_it_was_not_watching_yet(
+def test_a_temporary_childs_crash_frees_its_slot_while_its_supervisor_is_busy(
+    started: Started, recorder: Recorder, gates: Gates
+) -> None:
+    # Its own monitor frees the slot: the supervisor's thread never hears of the crash.
+    dyn = started.dynamic(max_children=1)
+    gate = gates.new()
+    hold(dyn, gate)
+    t = dyn.start_child(worker_spec("t", recorder, restart="temporary"))
+    t.tell(Raise(RuntimeError("boom")))
+    wait_until(lambda: not t.is_alive(), what="the child crashed")
+    u = dyn.start_child(worker_spec("u", recorder, restart="temporary"))
+    assert u.is_alive()
+    gate.set()
+    assert [i.ref for i in dyn.which_children()] == [u]
+
+
+def test_temporary_and_restartable_children_are_listed_and_stopped_in_start_order(
+    started: Started, recorder: Recorder
+) -> None:
+    dyn = started.dynamic()
+    names = ["p1", "t1", "p2", "t2"]
+    refs = [
+        dyn.start_child(
+            worker_spec(n, recorder, restart="temporary" if n[0] == "t" else "permanent")
+        )
+        for n in names
+    ]
+
+    assert [i.id for i in dyn.which_children()] == names
+    assert dyn.count_children().active == 4
+    dyn.stop()
+
+    assert recorder.events("stop") == [("stop", n) for n in reversed(names)]
+    assert not any(ref.is_alive() for ref in refs)
+
+
+def test_a_supervisor_that_dies_stops_the_temporary_children_its_callers_started(
     started: Started, recorder: Recorder, gates: Gates
 ) -> None:
     dyn = started.dynamic()
     gate = gates.new()
     hold(dyn, gate)
-    t = dyn.start_child(worker_spec("t", recorder, restart="temporary"))  # not watched yet
+    t = dyn.start_child(worker_spec("t", recorder, restart="temporary"))
     kill(dyn.ref)
     gate.set()
     wait_until(lambda: not t.is_alive(), what="the child stopped with its supervisor")
