@@ -32,6 +32,8 @@ def answer(
     reply: Future[Any], *, result: Any = None, exception: BaseException | None = None
 ) -> None:
     """Settle a call's reply; one settled already (its actor's exit failed it) stays as it is."""
+    if reply.done():  # the common case of a run's end, which its driver settled first: no
+        return  # InvalidStateError, whose message formats the future
     with contextlib.suppress(InvalidStateError):
         if exception is not None:
             reply.set_exception(exception)
