@@ -5,6 +5,7 @@ events out to the subscriptions (whose backpressure paces the loop)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from typing import Any
@@ -97,7 +98,12 @@ class RunDriver:
         self.turn = 0
         self.phase: Phase = "starting"
         self.running_tools: dict[str, str] = {}  # call id -> tool name, in start order
-        self.log = shell.log.bind(run_id=view.run_id)
+
+    @functools.cached_property
+    def log(self) -> Any:
+        """The driver's logger, bound on first use (a run that goes well logs nothing at the
+        default level)."""
+        return self.shell.log.bind(run_id=self.view.run_id)
 
     async def drive(self) -> None:
         shell = self.shell
@@ -310,4 +316,8 @@ class RunDriver:
             self.shell.offer_start_after(view, self.started_by)  # before run() returns
         answer(view.outcome, result=terminal)
         self.shell.host.abort_table.release(view.signal)
-        self.log.info("agent.run.finished", outcome=type(terminal).__name__)
+        # The agent's own logger with the run id as a field: the same line, and no logger
+        # bound per run to drop it at the default level.
+        self.shell.log.info(
+            "agent.run.finished", run_id=view.run_id, outcome=type(terminal).__name__
+        )

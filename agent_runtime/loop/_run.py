@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
@@ -95,8 +96,13 @@ class _Run:
             if config.guardrails
             else None
         )
-        self.log = log.bind(
-            run_id=run_id,
+
+    @functools.cached_property
+    def log(self) -> Any:
+        """The run's logger, bound on first use (most runs log nothing at the default level)."""
+        key = self.agent
+        return self.trace.debug_log or log.bind(
+            run_id=self.run_id,
             session=key.session if key else None,
             role=key.role if key else None,
             index=key.index if key else None,
@@ -176,7 +182,8 @@ class _Run:
 
     async def events(self) -> AsyncIterator[Event]:
         started = time.monotonic()
-        self.log.debug("loop.run.started", prompts=len(self.prompts), history=self.history_len)
+        if self.trace.debug_log is not None:
+            self.log.debug("loop.run.started", prompts=len(self.prompts), history=self.history_len)
         try:
             yield self.stamp(AgentStart)
             yield self.stamp(TurnStart)
@@ -316,12 +323,13 @@ class _Run:
                 if not follow_ups:
                     break
                 self.pending, self.pending_are_follow_ups = follow_ups, True
-            self.log.debug(
-                "loop.run.finished",
-                new_messages=len(self.new_messages),
-                tool_turns=self.tool_turns,
-                seconds=round(time.monotonic() - started, 4),
-            )
+            if self.trace.debug_log is not None:
+                self.log.debug(
+                    "loop.run.finished",
+                    new_messages=len(self.new_messages),
+                    tool_turns=self.tool_turns,
+                    seconds=round(time.monotonic() - started, 4),
+                )
             yield self.stamp(AgentEnd, new_messages=list(self.new_messages))
         finally:
             # Closed early (aclose, or an exception from a callback): nothing taken is lost.

@@ -120,7 +120,7 @@ class RunTrace:
     ) -> None:
         # With no OpenTelemetry SDK installed, spans and metrics are no-ops: skip the work.
         self._spans = telemetry_enabled()
-        self._log = None
+        self._log: Any = None
         if debug_logged():
             self._log = log.bind(
                 run_id=run_id,
@@ -159,6 +159,12 @@ class RunTrace:
         self._awaiting = False  # a request is out and no chunk of its answer came yet
         self._turns = self._tool_calls = self._input = self._output = 0
         self._turn_input = self._turn_output = 0
+
+    @property
+    def debug_log(self) -> Any:
+        """The run's logger, bound to its key and run id, when debug lines are logged; None
+        otherwise (asked once, as the run starts)."""
+        return self._log
 
     def _span(
         self, name: str, parent: Span | None, attrs: dict[str, Any], start: int | None = None
