@@ -332,4 +332,11 @@ def _marked_snapshot(
     # runs once per streamed token that a reader looks at.
     blocks = [_as_it_was(mark) for mark in marks]
     content = _content_of(blocks, partial=True)
-    return AssistantMessage(content=content, usage=usage, model=model, provider=provider)
+    return AssistantMessage(
+        content=content,
+        stop_reason="stop",
+        error_message=None,
+        usage=usage,
+        model=model,
+        provider=provider,
+    )

@@ -230,3 +230,23 @@ def test_any_split_of_a_stream_assembles_to_the_same_response(
     actual = build(split).build()
     assert actual.message.content == expected.message.content
     assert (actual.stop_reason, actual.usage) == (expected.stop_reason, expected.usage)
+
+
+def test_a_deferred_snapshot_is_the_snapshot_as_it_was_when_taken() -> None:
+    builder = build(
+        [
+            ThinkingDelta(text="hm", signature="s1"),
+            TextDelta(text="Hel"),
+            ToolCallDelta(index=1, id="b", name="write", arguments='{"x": "par'),
+            UsageDelta(usage=Usage(input_tokens=3, output_tokens=2)),
+        ]
+    )
+    then = builder.snapshot()
+    deferred = builder.deferred_snapshot()
+    builder.add(TextDelta(text="lo"))
+    builder.add(ToolCallDelta(index=1, arguments='tial"}'))
+
+    made = deferred()
+
+    assert made.model_dump(exclude={"timestamp"}) == then.model_dump(exclude={"timestamp"})
+    assert made.model_fields_set == then.model_fields_set  # exclude_unset dumps agree too
