@@ -37,6 +37,7 @@ class _Roster:
         self.by_caller: dict[pykka.ActorRef[Any], Child] = {}
         self.in_flight = 0
         self.closed = False
+        self.swept = False  # the end took the callers' children: a later one is stopped by its own
         self.starts = itertools.count()  # every child's place in the start order
 
     def reserve(self) -> None:
@@ -108,9 +109,10 @@ class DynamicSupervisorActor(SupervisorCore):
             self.roster.count -= 1  # only restartable children are this thread's
 
     def every_child(self) -> list[Child]:
-        """This thread's children and the callers' temporary ones, in start order."""
+        """This thread's children and the callers' temporary ones that have started (a
+        start still in `on_start` is not listed yet), in start order."""
         with self.roster.lock:
-            theirs = list(self.roster.by_caller.values())
+            theirs = [c for c in self.roster.by_caller.values() if c.watch is not None]
         return sorted([*self.children, *theirs], key=lambda c: c.order)
 
     # -- temporary children started and stopped by their callers -------------------------------
@@ -148,7 +150,11 @@ class DynamicSupervisorActor(SupervisorCore):
             roster.closed = True
             if not roster.settled.wait_for(lambda: roster.in_flight == 0, SETTLE_TIMEOUT):
                 self.log.warning("supervisor.children.unsettled", in_flight=roster.in_flight)
+            # Taken from the callers: an exit monitor registered late finds nothing to free.
             theirs = list(roster.by_caller.values())
+            roster.by_caller.clear()
+            roster.count -= len(theirs)
+            roster.swept = True
         for child in sorted([*self.children, *theirs], key=lambda c: c.order, reverse=True):
             if child in self.children:
                 if child.ref is not None:
@@ -156,6 +162,7 @@ class DynamicSupervisorActor(SupervisorCore):
             elif child.ref is not None:
                 self.unwatch(child)
                 shutdown_child(child.spec.id, child.ref, child.spec.shutdown)
+                self.log.debug("supervisor.child.terminated", child=child.spec.id)
 
 
 class DynamicSupervisor(SupervisorHandle):
@@ -227,22 +234,28 @@ class DynamicSupervisor(SupervisorHandle):
     def _start_here(self, actor: DynamicSupervisorActor, child: Child) -> pykka.ActorRef[Any]:
         spec, roster = child.spec, actor.roster
         with roster.lock:
-            if roster.closed:
+            if roster.closed or not self._ref.is_alive():  # ended, or killed and not ended yet
                 raise SupervisorStopped(f"supervisor {self._ref} is not running")
             roster.reserve()
             roster.in_flight += 1
             child.order = next(roster.starts)
         ref: pykka.ActorRef[Any] | None = None
+        late = False
         try:
             ref = begin_child(spec)
         finally:
             with roster.lock:
-                if ref is None:
+                late = ref is not None and roster.swept  # the end gave up waiting for it
+                if ref is None or late:
                     roster.settle(freed=1)
                 else:  # from here the supervisor's end stops it, whatever happens to this call
                     child.ref = ref
                     roster.by_caller[ref] = child
                     roster.settle()
+        if late:
+            assert ref is not None
+            shutdown_child(spec.id, ref, spec.shutdown)
+            raise SupervisorStopped(f"supervisor {self._ref} is not running")
         try:
             await_started(spec, ref)
         except BaseException:
@@ -250,12 +263,23 @@ class DynamicSupervisor(SupervisorHandle):
                 roster.release(ref, child)
             raise
         with roster.lock:
-            if roster.by_caller.get(ref) is not child:  # another caller terminated it already
-                return ref
             if roster.closed:  # the supervisor's end stopped it, or is stopping it
                 raise SupervisorStopped(f"supervisor {self._ref} is not running")
+            if roster.by_caller.get(ref) is not child:  # another caller terminated it already
+                return ref
+            # Killed while its thread was busy: its end comes only when that thread is free.
+            killed = not self._ref.is_alive()
+            if killed:
+                roster.release(ref, child)
+        if killed:
+            shutdown_child(spec.id, ref, spec.shutdown)
+            raise SupervisorStopped(f"supervisor {self._ref} is not running")
         # Outside the lock: a child that is dead already is heard of at once, here.
         actor.watch_for_caller(child)
+        with roster.lock:
+            overtaken = roster.closed  # the end took it between the check above and now
+        if overtaken:
+            raise SupervisorStopped(f"supervisor {self._ref} is not running")
         return ref
 
     def terminate_child(self, ref: pykka.ActorRef[Any]) -> bool:
@@ -283,6 +307,7 @@ class DynamicSupervisor(SupervisorHandle):
         try:
             actor.unwatch(child)  # its exit is no crash
             shutdown_child(child.spec.id, ref, child.spec.shutdown)
+            actor.log.debug("supervisor.child.terminated", child=child.spec.id)
         finally:
             with roster.lock:
                 roster.settle(freed=1)  # its slot is free once it has stopped

@@ -274,6 +274,45 @@ def test_a_supervisor_that_dies_stops_the_temporary_children_its_callers_started
     assert recorder.count("stop", "t") == 1
 
 
+def test_a_killed_supervisor_whose_thread_is_busy_refuses_temporary_children_at_once(
+    started: Started, recorder: Recorder, gates: Gates
+) -> None:
+    # Its end (which stops its children) comes only when the busy handler returns.
+    dyn = started.dynamic()
+    gate = gates.new()
+    hold(dyn, gate)
+    kill(dyn.ref)
+    with pytest.raises(SupervisorStopped):
+        dyn.start_child(worker_spec("late", recorder, restart="temporary"))
+    assert recorder.count("start", "late") == 0
+    gate.set()
+
+
+def test_a_temporary_child_is_listed_once_its_start_is_over(
+    started: Started, recorder: Recorder, gates: Gates
+) -> None:
+    dyn = started.dynamic()
+    gate, starting = gates.new(), threading.Event()
+
+    def slow_start() -> bool:
+        starting.set()
+        gate.wait(GATE_TIMEOUT)
+        return False
+
+    # No handshake: the start function returns at once, `on_start` is waited for after it.
+    spec = worker_spec(
+        "t", recorder, restart="temporary", handshake=False, fail_on_start=slow_start
+    )
+    refs: list[Any] = []
+    starter = threading.Thread(target=lambda: refs.append(dyn.start_child(spec)))
+    starter.start()
+    assert starting.wait(5)
+    assert dyn.which_children() == [] and dyn.count_children().specs == 0
+    gate.set()
+    starter.join(10)
+    assert [i.ref for i in dyn.which_children()] == refs
+
+
 def test_a_supervisor_stopping_during_a_temporary_childs_start_waits_for_it_then_stops_it(
     started: Started, recorder: Recorder, gates: Gates
 ) -> None:
