@@ -258,9 +258,12 @@ class DynamicSupervisor(SupervisorHandle):
             raise SupervisorStopped(f"supervisor {self._ref} is not running")
         try:
             await_started(spec, ref)
-        except BaseException:
+        except BaseException as exc:
             with roster.lock:
                 roster.release(ref, child)
+                overtaken = roster.closed  # the end stopped it while its on_start still ran
+            if overtaken and isinstance(exc, Exception):
+                raise SupervisorStopped(f"supervisor {self._ref} is not running") from exc
             raise
         with roster.lock:
             if roster.closed:  # the supervisor's end stopped it, or is stopping it

@@ -313,8 +313,9 @@ def test_a_temporary_child_is_listed_once_its_start_is_over(
     assert [i.ref for i in dyn.which_children()] == refs
 
 
+@pytest.mark.parametrize("handshake", [True, False])  # on_start inside the start, or after it
 def test_a_supervisor_stopping_during_a_temporary_childs_start_waits_for_it_then_stops_it(
-    started: Started, recorder: Recorder, gates: Gates
+    started: Started, recorder: Recorder, gates: Gates, handshake: bool
 ) -> None:
     dyn = started.dynamic()
     gate, starting = gates.new(), threading.Event()
@@ -324,7 +325,9 @@ def test_a_supervisor_stopping_during_a_temporary_childs_start_waits_for_it_then
         gate.wait(GATE_TIMEOUT)
         return False
 
-    spec = worker_spec("t", recorder, restart="temporary", fail_on_start=slow_start)
+    spec = worker_spec(
+        "t", recorder, restart="temporary", handshake=handshake, fail_on_start=slow_start
+    )
     outcome: list[BaseException] = []
 
     def start() -> None:
