@@ -27,7 +27,7 @@ from agent_runtime.events import (
 from agent_runtime.guardrails._runner import GuardrailRunner
 from agent_runtime.loop._batch import ToolBatch
 from agent_runtime.loop._output import OutputTurns
-from agent_runtime.loop._trace import RunTrace
+from agent_runtime.loop._trace import RunTrace, debug_logged
 from agent_runtime.loop._transcript import TranscriptState
 from agent_runtime.loop._turn import TurnOutcome, build_request, stream_turn
 from agent_runtime.loop.types import AgentContext, LoopConfig, MessagesGetter
@@ -91,6 +91,7 @@ class _Run:
         self.trace = RunTrace(
             key, run_id, info.model, info.provider, config.trace_links, config.model
         )
+        self.debug = debug_logged(log)  # this module's debug lines (`log` binds on first use)
         self.guards = (
             GuardrailRunner(config.guardrails, key, run_id, self.trace.add_event)
             if config.guardrails
@@ -101,7 +102,7 @@ class _Run:
     def log(self) -> Any:
         """The run's logger, bound on first use (most runs log nothing at the default level)."""
         key = self.agent
-        return self.trace.debug_log or log.bind(
+        return log.bind(
             run_id=self.run_id,
             session=key.session if key else None,
             role=key.role if key else None,
@@ -182,7 +183,7 @@ class _Run:
 
     async def events(self) -> AsyncIterator[Event]:
         started = time.monotonic()
-        if self.trace.debug_log is not None:
+        if self.debug:
             self.log.debug("loop.run.started", prompts=len(self.prompts), history=self.history_len)
         try:
             yield self.stamp(AgentStart)
@@ -323,7 +324,7 @@ class _Run:
                 if not follow_ups:
                     break
                 self.pending, self.pending_are_follow_ups = follow_ups, True
-            if self.trace.debug_log is not None:
+            if self.debug:
                 self.log.debug(
                     "loop.run.finished",
                     new_messages=len(self.new_messages),

@@ -73,9 +73,9 @@ def current_links() -> list[Link]:
     return [Link(span_context)] if span_context.is_valid else []
 
 
-def debug_logged() -> bool:
-    """Whether the runtime's structlog logs debug lines (asked once per run)."""
-    bound = log.bind()
+def debug_logged(logger: Any = None) -> bool:
+    """Whether `logger` (this module's by default) logs debug lines (asked once per run)."""
+    bound = (logger or log).bind()
     enabled = getattr(bound, "is_enabled_for", None) or getattr(bound, "isEnabledFor", None)
     return True if enabled is None else bool(enabled(logging.DEBUG))
 
@@ -159,12 +159,6 @@ class RunTrace:
         self._awaiting = False  # a request is out and no chunk of its answer came yet
         self._turns = self._tool_calls = self._input = self._output = 0
         self._turn_input = self._turn_output = 0
-
-    @property
-    def debug_log(self) -> Any:
-        """The run's logger, bound to its key and run id, when debug lines are logged; None
-        otherwise (asked once, as the run starts)."""
-        return self._log
 
     def _span(
         self, name: str, parent: Span | None, attrs: dict[str, Any], start: int | None = None
