@@ -10,6 +10,7 @@ import pytest
 
 from agent_runtime.testing import wait_until
 from supervisors import (
+    ChildSpec,
     DynamicSupervisor,
     MaxChildrenReached,
     SupervisorStopped,
@@ -288,10 +289,11 @@ def test_a_killed_supervisor_whose_thread_is_busy_refuses_temporary_children_at_
     gate.set()
 
 
-def test_a_temporary_child_is_listed_once_its_start_is_over(
-    started: Started, recorder: Recorder, gates: Gates
-) -> None:
-    dyn = started.dynamic()
+def held_start(
+    recorder: Recorder, gates: Gates, *, handshake: bool
+) -> tuple[ChildSpec, threading.Event, threading.Event]:
+    """A temporary child "t" whose `on_start` waits for the gate; `starting` is set once it
+    waits."""
     gate, starting = gates.new(), threading.Event()
 
     def slow_start() -> bool:
@@ -299,10 +301,18 @@ def test_a_temporary_child_is_listed_once_its_start_is_over(
         gate.wait(GATE_TIMEOUT)
         return False
 
-    # No handshake: the start function returns at once, `on_start` is waited for after it.
     spec = worker_spec(
-        "t", recorder, restart="temporary", handshake=False, fail_on_start=slow_start
+        "t", recorder, restart="temporary", handshake=handshake, fail_on_start=slow_start
     )
+    return spec, gate, starting
+
+
+def test_a_temporary_child_is_listed_once_its_start_is_over(
+    started: Started, recorder: Recorder, gates: Gates
+) -> None:
+    dyn = started.dynamic()
+    # No handshake: the start function returns at once, `on_start` is waited for after it.
+    spec, gate, starting = held_start(recorder, gates, handshake=False)
     refs: list[Any] = []
     starter = threading.Thread(target=lambda: refs.append(dyn.start_child(spec)))
     starter.start()
@@ -318,16 +328,7 @@ def test_a_supervisor_stopping_during_a_temporary_childs_start_waits_for_it_then
     started: Started, recorder: Recorder, gates: Gates, handshake: bool
 ) -> None:
     dyn = started.dynamic()
-    gate, starting = gates.new(), threading.Event()
-
-    def slow_start() -> bool:
-        starting.set()
-        gate.wait(GATE_TIMEOUT)
-        return False
-
-    spec = worker_spec(
-        "t", recorder, restart="temporary", handshake=handshake, fail_on_start=slow_start
-    )
+    spec, gate, starting = held_start(recorder, gates, handshake=handshake)
     outcome: list[BaseException] = []
 
     def start() -> None:
