@@ -8,14 +8,20 @@ small model, so this does only what an instance needs.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
 
 M = TypeVar("M", bound=BaseModel)
 
 _PRIVATE_DEFAULTS: dict[type[BaseModel], dict[str, Any] | None] = {}
 _FIELD_NAMES: dict[type[BaseModel], tuple[str, ...]] = {}
+# Per class, each field: its name, its default (None for a factory or a required field), its
+# default factory (None if none), and whether it is required.
+_Defaults = tuple[tuple[str, Any, Callable[[], Any] | None, bool], ...]
+_DEFAULTS: dict[type[BaseModel], _Defaults] = {}
 
 
 def trusted(cls: type[M], fields: dict[str, Any]) -> M:
@@ -51,3 +57,49 @@ def _field_names(cls: type[BaseModel]) -> tuple[str, ...]:
     except KeyError:
         names = _FIELD_NAMES[cls] = tuple(cls.model_fields)  # in the order they serialise
         return names
+
+
+def completed(cls: type[M], fields: dict[str, Any]) -> M:
+    """`cls(**fields)` without validating: the fields left out take their defaults (a
+    default factory is called), and only those given count as set, as after validation. A
+    list is copied, as validation copies it. Each value must be of its field's type already;
+    `cls` has no private attributes and no validator that changes values.
+
+    Raises:
+        TypeError: `fields` names a field `cls` does not have, or leaves out a required one.
+    """
+    values: dict[str, Any] = {}
+    given = 0
+    for name, default, factory, required in _defaults(cls):
+        if name in fields:
+            value = fields[name]
+            values[name] = list(value) if value.__class__ is list else value
+            given += 1
+        elif required:
+            raise TypeError(f"{cls.__name__} needs {name!r}")
+        else:
+            values[name] = default if factory is None else factory()
+    if given != len(fields):
+        unknown = sorted(set(fields) - set(values))
+        raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))}")
+    instance = cls.__new__(cls)
+    object.__setattr__(instance, "__dict__", values)
+    object.__setattr__(instance, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(instance, "__pydantic_extra__", None)
+    object.__setattr__(instance, "__pydantic_private__", None)
+    return instance
+
+
+def _defaults(cls: type[BaseModel]) -> _Defaults:
+    try:
+        return _DEFAULTS[cls]
+    except KeyError:
+        fields = []
+        for name, info in cls.model_fields.items():
+            if info.default_factory_takes_validated_data:
+                raise TypeError(f"{cls.__name__}.{name}'s default factory takes the data")
+            factory = cast("Callable[[], Any] | None", info.default_factory)
+            default = None if info.default is PydanticUndefined else info.default
+            fields.append((name, default, factory, info.is_required()))
+        spec = _DEFAULTS[cls] = tuple(fields)
+        return spec

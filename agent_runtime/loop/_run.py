@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 
 import structlog
 
+from agent_runtime._key import AgentKey
+from agent_runtime._trusted import completed
 from agent_runtime.abort import AbortSignal
 from agent_runtime.events import (
     AgentEnd,
@@ -41,6 +43,11 @@ from agent_runtime.messages import (
 )
 
 log = structlog.get_logger(__name__)
+
+# The events `stamp` builds without validating (their fields: the run's key, its messages).
+_MADE_AS_THEY_ARE: frozenset[type[Event]] = frozenset(
+    {AgentStart, TurnStart, MessageStart, MessageEnd, TurnEnd, AgentEnd}
+)
 
 E = TypeVar("E", bound=Event)
 
@@ -84,7 +91,7 @@ class _Run:
         self.pending_are_follow_ups = False
         self.output = OutputTurns(config.output) if config.output is not None else None
         self.feedback: list[Message] = []  # what the output check tells the model next turn
-        key = config.agent
+        key = None if config.agent is None else AgentKey.of(config.agent)  # checked once
         info = config.model.info
         run_id = config.run_id or new_run_id()
         self.agent, self.run_id = key, run_id
@@ -121,7 +128,10 @@ class _Run:
                 seq=self.seq,
             )
             return update  # type: ignore[return-value]  # E is MessageUpdate here
-        event = kind(agent=self.agent, run_id=self.run_id, seq=self.seq, **fields)
+        fields["agent"], fields["run_id"], fields["seq"] = self.agent, self.run_id, self.seq
+        # The run's own structural events hold only its key and messages, validated where
+        # they entered: not validated again (eight per text turn).
+        event = completed(kind, fields) if kind in _MADE_AS_THEY_ARE else kind(**fields)
         if self.trace.enabled:
             self.trace.observe(event)
         return event

@@ -13,9 +13,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_runtime._trusted import trusted
+from agent_runtime._key import AgentKey
+from agent_runtime._trusted import completed, trusted
 from agent_runtime.abort import Aborted, AbortSignal
-from agent_runtime.events import AgentEnd, EventAdapter, MessageDelta, MessageUpdate
+from agent_runtime.events import (
+    AgentEnd,
+    AgentStart,
+    EventAdapter,
+    MessageDelta,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    TurnEnd,
+    TurnStart,
+)
 from agent_runtime.llm._abortable import iterate_abortable
 from agent_runtime.llm.types import ChatRequest, needed_capabilities
 from agent_runtime.loop import AgentContext, LoopConfig, TranscriptState, validate_transcript
@@ -26,6 +37,7 @@ from agent_runtime.messages import (
     Message,
     TextContent,
     ToolCall,
+    ToolResultMessage,
     UserMessage,
 )
 from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn
@@ -282,3 +294,48 @@ def test_a_trusted_model_serialises_in_field_order_and_names_a_missing_field() -
     del fields["system"]
     with pytest.raises(KeyError, match="system"):
         trusted(ChatRequest, fields)
+
+
+MESSAGES: list[Message] = [
+    UserMessage(content="hi"),
+    AssistantMessage(content=[TextContent(text="hello")], stop_reason="stop"),
+]
+RESULT = ToolResultMessage(tool_call_id="c1", tool_name="t", content=[TextContent(text="r")])
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields"),
+    [
+        (AgentStart, {}),
+        (TurnStart, {}),
+        (MessageStart, {"message": MESSAGES[0]}),
+        (MessageEnd, {"message": MESSAGES[1]}),
+        (TurnEnd, {"message": MESSAGES[1], "tool_results": [RESULT]}),
+        (TurnEnd, {"message": MESSAGES[1]}),
+        (AgentEnd, {"new_messages": MESSAGES}),
+    ],
+)
+def test_an_event_completed_without_validation_is_the_validated_one(
+    kind: Any, fields: dict[str, Any]
+) -> None:
+    identity = {"agent": AgentKey("s", "r", 0), "run_id": "run", "seq": 3}
+    fast = completed(kind, {**identity, **fields})
+    slow = kind(**identity, **fields)
+    assert fast.ts > 0 and fast.ts == pytest.approx(slow.ts, abs=5)
+    fast_dump, slow_dump = fast.model_dump(exclude={"ts"}), slow.model_dump(exclude={"ts"})
+    assert fast_dump == slow_dump
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.model_copy(update={"ts": slow.ts}) == slow
+    assert EventAdapter.validate_json(fast.model_dump_json()) == fast
+    for name, value in fields.items():  # lists are copied, as validation copies them
+        if isinstance(value, list):
+            assert getattr(fast, name) == value and getattr(fast, name) is not value
+    with pytest.raises(TypeError, match="no field 'bogus'"):
+        completed(kind, {**identity, **fields, "bogus": 1})
+    with pytest.raises(ValidationError):
+        fast.seq = 4  # frozen, like the validated event
+
+
+def test_completing_an_event_without_a_required_field_names_it() -> None:
+    with pytest.raises(TypeError, match="MessageEnd needs 'message'"):
+        completed(MessageEnd, {"run_id": "run"})
