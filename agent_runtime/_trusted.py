@@ -62,11 +62,13 @@ def _field_names(cls: type[BaseModel]) -> tuple[str, ...]:
 def completed(cls: type[M], fields: dict[str, Any]) -> M:
     """`cls(**fields)` without validating: the fields left out take their defaults (a
     default factory is called), and only those given count as set, as after validation. A
-    list is copied, as validation copies it. Each value must be of its field's type already;
-    `cls` has no private attributes and no validator that changes values.
+    list is copied, as validation copies it. Each value must be of its field's type already,
+    and `cls` must have no validator that changes values.
 
     Raises:
-        TypeError: `fields` names a field `cls` does not have, or leaves out a required one.
+        TypeError: `fields` names a field `cls` does not have, or leaves out a required one;
+            `cls` has private attributes, an alias, a mutable default or a default factory
+            that takes the data (validate those).
     """
     values: dict[str, Any] = {}
     given = 0
@@ -91,15 +93,22 @@ def completed(cls: type[M], fields: dict[str, Any]) -> M:
 
 
 def _defaults(cls: type[BaseModel]) -> _Defaults:
-    try:
-        return _DEFAULTS[cls]
-    except KeyError:
-        fields = []
-        for name, info in cls.model_fields.items():
-            if info.default_factory_takes_validated_data:
-                raise TypeError(f"{cls.__name__}.{name}'s default factory takes the data")
-            factory = cast("Callable[[], Any] | None", info.default_factory)
-            default = None if info.default is PydanticUndefined else info.default
-            fields.append((name, default, factory, info.is_required()))
-        spec = _DEFAULTS[cls] = tuple(fields)
-        return spec
+    spec = _DEFAULTS.get(cls)
+    if spec is None:
+        spec = _DEFAULTS[cls] = _defaults_of(cls)
+    return spec
+
+
+def _defaults_of(cls: type[BaseModel]) -> _Defaults:
+    if cls.__private_attributes__:
+        raise TypeError(f"{cls.__name__} has private attributes: validate it")
+    fields = []
+    for name, info in cls.model_fields.items():
+        if info.default_factory_takes_validated_data or info.alias not in (None, name):
+            raise TypeError(f"{cls.__name__}.{name} has an alias or a data-taking factory")
+        factory = cast("Callable[[], Any] | None", info.default_factory)
+        default = None if info.default is PydanticUndefined else info.default
+        if isinstance(default, list | dict | set):  # validation would copy it per instance
+            raise TypeError(f"{cls.__name__}.{name} has a mutable default")
+        fields.append((name, default, factory, info.is_required()))
+    return tuple(fields)

@@ -91,7 +91,7 @@ class _Run:
         self.pending_are_follow_ups = False
         self.output = OutputTurns(config.output) if config.output is not None else None
         self.feedback: list[Message] = []  # what the output check tells the model next turn
-        key = None if config.agent is None else AgentKey.of(config.agent)  # checked once
+        key = config.agent
         info = config.model.info
         run_id = config.run_id or new_run_id()
         self.agent, self.run_id = key, run_id
@@ -196,6 +196,8 @@ class _Run:
         if self.debug:
             self.log.debug("loop.run.started", prompts=len(self.prompts), history=self.history_len)
         try:
+            if self.agent is not None:  # checked once, as the first event would check it
+                self.agent = AgentKey.of(self.agent)
             yield self.stamp(AgentStart)
             yield self.stamp(TurnStart)
             for prompt in self.prompts:

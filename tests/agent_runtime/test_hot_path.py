@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
 from agent_runtime._key import AgentKey
 from agent_runtime._trusted import completed, trusted
@@ -339,3 +339,31 @@ def test_an_event_completed_without_validation_is_the_validated_one(
 def test_completing_an_event_without_a_required_field_names_it() -> None:
     with pytest.raises(TypeError, match="MessageEnd needs 'message'"):
         completed(MessageEnd, {"run_id": "run"})
+
+
+def test_a_model_completed_fields_cannot_stand_for_is_refused_by_name() -> None:
+    class Private(BaseModel):
+        x: int = 0
+        _cache: int = PrivateAttr(default=0)
+
+    class Aliased(BaseModel):
+        x: int = Field(0, alias="y")
+
+    class Shared(BaseModel):
+        items: list[int] = []  # the point: a default that validation copies
+
+    for cls, what in [(Private, "private"), (Aliased, "alias"), (Shared, "mutable default")]:
+        with pytest.raises(TypeError, match=what):
+            completed(cls, {})
+
+
+def test_a_bad_agent_key_in_the_loop_config_fails_the_first_event_as_before() -> None:
+    config = LoopConfig(model=ScriptedModel([ScriptedTurn(text="hi")]), agent=("", "r", 0))
+
+    events = loop_run([UserMessage(content="go")], AgentContext(), config)  # made, not run
+
+    async def first() -> None:
+        await anext(events)
+
+    with pytest.raises(ValueError, match="session ''"):
+        asyncio.run(first())
