@@ -30,11 +30,13 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 # Why a figure misses its target (kept with the table in RESULTS.md).
 REASONS = {
-    "one text turn, p99": "at the edge (767-1,014 us over the last runs): the tail is garbage "
-    "collection and GIL hand-offs between the caller, the actor and the loop threads",
-    "one text turn, p50": "two actor hops (the prompt's call and its answer) and the run's end "
-    "crossing from the loop thread to the caller, plus ~12 pydantic events and messages built "
-    "on the loop: ~450 us of work against the baseline's ~30-110 us",
+    "one text turn, p99": "at the edge (950 us on a quiet machine, 1,100-1,600 us in a slow "
+    "phase): the tail is garbage collection and GIL hand-offs between the caller, the actor "
+    "and the loop threads",
+    "one text turn, p50": "a message to the actor, the actor's hop to the loop and the run's "
+    "end back to the caller, with the actor handling the run's facts on a third thread in "
+    "between, for the same GIL: ~650 us of CPU across the three threads (~360 us of it on "
+    "the loop) against the baseline's ~110-170 us",
     "text turn with 3,000 messages, p50": "the run reads the agent's history in place and "
     "the checks are incremental (TranscriptState); what is left is one copy of the history per "
     "model call, for its request, and the session memory read at each start (the empty "
