@@ -23,7 +23,7 @@ from agent_runtime.agent._run import RunView
 from agent_runtime.agent._status import ActorStatus, RunProgress
 from agent_runtime.event_stream import Subscription
 from agent_runtime.event_stream._subscription import deliver, deliver_now
-from agent_runtime.events import Event
+from agent_runtime.events import Event, is_terminal
 from supervisors import ExitReason, monitor
 
 log = structlog.get_logger(__name__)
@@ -283,10 +283,11 @@ class AgentShell:
         without waiting; returns those full `block` subscriptions that must be waited for
         (`fan_out_rest`), in order. The common case, nobody full, costs no coroutine."""
         full: list[weakref.ref[Subscription]] = []
+        terminal = is_terminal(event)  # once for every subscription (a run's events are Events)
         shell: AgentShell | None = self
         while shell is not None:
             for ref in shell.subscriptions:
-                if deliver_now(ref, event) is None:
+                if deliver_now(ref, event, terminal) is None:
                     full.append(ref)
             shell = shell.parent
         return full

@@ -84,13 +84,16 @@ class GapQueue(Generic[T]):
         """Every item lost to overflow: `evicted + refused`."""
         return self.evicted + self.refused
 
-    def append(self, item: T) -> None:
-        """Queue `item`; a pending tail gap becomes the gap before it."""
+    def append(self, item: T, pinned: bool | None = None) -> None:
+        """Queue `item`; a pending tail gap becomes the gap before it. `pinned`: whether it
+        is, if the caller knows already (else the queue's `pinned` tells)."""
         self._items.append(item)
         self._gaps.append(self._tail_gap)
         self._tail_gap = 0
         self.accepted += 1
-        if self._is_pinned is not None and self._is_pinned(item):
+        if pinned is None:
+            pinned = self._is_pinned is not None and self._is_pinned(item)
+        if pinned:
             self._pinned += 1
 
     def refuse(self) -> None:

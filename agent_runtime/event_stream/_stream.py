@@ -266,6 +266,14 @@ class EventStream:
         with self._lock:
             return self._offer_locked(event, self._overflow)
 
+    def offer_known(self, event: Event, terminal: bool) -> bool | None:
+        """`offer` for a caller that feeds one event to many streams and made sure once that
+        it is an `Event`, and whether it is a terminal (`is_terminal`)."""
+        if terminal and not self._multi_run:
+            return self._end_with(event, strict=True)
+        with self._lock:
+            return self._offer_locked(event, self._overflow, terminal and self._multi_run)
+
     def push_async(self, event: Event) -> bool:
         """Append `event` without ever blocking; returns True if it was queued.
 
@@ -305,12 +313,18 @@ class EventStream:
             raise StreamClosed(f"stream {self._run_id!r} has ended; it accepts no more events")
         return ended
 
-    def _offer_locked(self, event: Event, policy: OverflowPolicy) -> bool | None:
-        """Apply `policy`: True queued, False discarded, None must wait for space."""
+    def _offer_locked(
+        self, event: Event, policy: OverflowPolicy, pinned: bool | None = None
+    ) -> bool | None:
+        """Apply `policy`: True queued, False discarded, None must wait for space. `pinned`:
+        whether `event` is a run's terminal in a multi-run stream, if the caller knows."""
         if self._terminal is not None:
             raise StreamClosed(f"stream {self._run_id!r} has ended; it accepts no more events")
-        self._max_seq = max(self._max_seq, event.seq)
-        if self._queue.held >= self._max_queue and not self._pins(event):
+        if event.seq > self._max_seq:
+            self._max_seq = event.seq
+        if pinned is None:
+            pinned = self._pins(event)
+        if self._queue.held >= self._max_queue and not pinned:
             if policy == "error":
                 raise self._full(None)
             if policy == "block":
@@ -319,7 +333,7 @@ class EventStream:
                 self._queue.refuse()
                 return False
             self._queue.evict()
-        self._queue.append(event)
+        self._queue.append(event, pinned)
         self._readable.notify()
         self._async_readable.wake_all_locked()
         return True

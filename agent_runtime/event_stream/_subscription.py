@@ -215,17 +215,25 @@ class Subscription:
         return f"<Subscription agent={self.agent} overflow={self.overflow} closed={self.closed}>"
 
 
-def deliver_now(ref: weakref.ref[Subscription], event: Event) -> bool | None:
+def deliver_now(
+    ref: weakref.ref[Subscription], event: Event, terminal: bool | None = None
+) -> bool | None:
     """`deliver` without waiting: the same outcome, or None when a `block` subscription is
-    full (nothing queued: `await deliver(ref, event)` then waits for its reader)."""
+    full (nothing queued: `await deliver(ref, event)` then waits for its reader). `terminal`:
+    `is_terminal(event)`, from a caller that delivers one checked event to many."""
     sub = ref()
-    if sub is None or sub.stream.done:
+    if sub is None:
         return False
     stream, overflow = sub.stream, sub.overflow
     del sub
+    if stream.done:
+        return False
     try:
         if overflow == "block":
-            if stream.offer(event) is None:
+            accepted = (
+                stream.offer(event) if terminal is None else stream.offer_known(event, terminal)
+            )
+            if accepted is None:
                 return None
         elif overflow == "error":
             stream.push(event, timeout=0)

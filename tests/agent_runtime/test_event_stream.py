@@ -833,3 +833,34 @@ def test_offer_queues_without_ever_waiting_and_says_when_a_push_would_wait() -> 
     stream.complete()
     with pytest.raises(StreamClosed):
         stream.offer(ev(3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(["event", "end"]), max_size=12),
+    multi_run=st.booleans(),
+    max_queue=st.integers(min_value=1, max_value=4),
+)
+def test_an_offer_whose_checks_the_caller_made_is_an_offer(
+    kinds: list[str], multi_run: bool, max_queue: int
+) -> None:
+    # What a fan-out to many subscriptions uses: `offer_known(event, is_terminal(event))`.
+    made = [ev(i + 1) if kind == "event" else AgentEnd(seq=i + 1) for i, kind in enumerate(kinds)]
+    outcomes: list[list[Any]] = []
+    streams = []
+    for known in (False, True):
+        stream = EventStream(max_queue=max_queue, overflow="drop_newest", multi_run=multi_run)
+        seen: list[Any] = []
+        for event in made:
+            try:
+                seen.append(
+                    stream.offer_known(event, is_terminal(event)) if known else stream.offer(event)
+                )
+            except StreamClosed:
+                seen.append("closed")
+        outcomes.append(seen)
+        streams.append(stream)
+    assert outcomes[0] == outcomes[1]
+    plain, known = streams
+    assert plain.stats() == known.stats()
+    assert seqs(plain.pull_many(100, timeout=0)) == seqs(known.pull_many(100, timeout=0))
