@@ -118,15 +118,16 @@ class RunDriver:
                     event = await anext(events)
                 except Exception as exc:  # StopAsyncIteration too: the loop ended early
                     event = self._loop_failed(exc)
-                if is_terminal(event):
-                    event = await self._end(event)
+                terminal = is_terminal(event)
+                if terminal:
+                    event = await self._end(event)  # a terminal still
                 else:
                     if self.turn_ended:  # the run goes on after a turn: the actor hears of it
                         self._flush()
                     self.last_seq = event.seq
                     self._apply(event)
                 if shell.subscriptions or shell.parent is not None:  # else nobody to hand it to
-                    full = shell.fan_out_now(event)
+                    full = shell.fan_out_now(event, terminal)
                     if full:  # a `block` reader is behind: wait for it (backpressure)
                         await shell.fan_out_rest(full, event)
         except asyncio.CancelledError:

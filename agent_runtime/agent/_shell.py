@@ -23,7 +23,7 @@ from agent_runtime.agent._run import RunView
 from agent_runtime.agent._status import ActorStatus, RunProgress
 from agent_runtime.event_stream import Subscription
 from agent_runtime.event_stream._subscription import deliver, deliver_now
-from agent_runtime.events import Event, is_terminal
+from agent_runtime.events import Event
 from supervisors import ExitReason, monitor
 
 log = structlog.get_logger(__name__)
@@ -278,12 +278,12 @@ class AgentShell:
 
     # -- fan-out (on the loop thread) -------------------------------------------------------------
 
-    def fan_out_now(self, event: Event) -> list[weakref.ref[Subscription]]:
-        """Deliver `event` to this agent's subscriptions, then to its ancestors' (delegation),
+    def fan_out_now(self, event: Event, terminal: bool) -> list[weakref.ref[Subscription]]:
+        """Deliver `event` (an Event; `terminal`: `is_terminal(event)`, asked once for every
+        subscription) to this agent's subscriptions, then to its ancestors' (delegation),
         without waiting; returns those full `block` subscriptions that must be waited for
         (`fan_out_rest`), in order. The common case, nobody full, costs no coroutine."""
         full: list[weakref.ref[Subscription]] = []
-        terminal = is_terminal(event)  # once for every subscription (a run's events are Events)
         shell: AgentShell | None = self
         while shell is not None:
             for ref in shell.subscriptions:

@@ -925,16 +925,16 @@ def test_a_run_accepted_before_the_last_end_was_delivered_reaches_subscribers_af
     fan_out_now, fan_out_rest = shell.fan_out_now, shell.fan_out_rest
     hold: list[Any] = [object()]  # what the patched fan_out_now hands over to be waited for
 
-    def holding_fan_out_now(event: Event) -> list[Any]:
+    def holding_fan_out_now(event: Event, terminal: bool) -> list[Any]:
         if isinstance(event, AgentEnd) and not held.is_set():
             return hold  # delivered later, by held_fan_out_rest
-        return fan_out_now(event)
+        return fan_out_now(event, terminal)
 
     async def held_fan_out_rest(full: list[Any], event: Event) -> None:
         if full is hold:
             held.set()
             await asyncio.to_thread(gate.wait, 10)
-            full = fan_out_now(event)
+            full = fan_out_now(event, True)
         await fan_out_rest(full, event)
 
     shell.fan_out_now = holding_fan_out_now  # type: ignore[method-assign]
