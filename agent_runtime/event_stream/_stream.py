@@ -261,10 +261,7 @@ class EventStream:
             StreamOverflow, StreamClosed, TypeError: as `push`.
         """
         _check_event(event, "offer")
-        if self._ends_with(event):
-            return self._end_with(event, strict=True)
-        with self._lock:
-            return self._offer_locked(event, self._overflow)
+        return self.offer_known(event, is_terminal(event))
 
     def offer_known(self, event: Event, terminal: bool) -> bool | None:
         """`offer` for a caller that feeds one event to many streams and made sure once that
