@@ -192,9 +192,6 @@ class ChatResponseBuilder:
             position -= 1
         self._blocks.insert(position, call)
 
-    def _content(self, *, partial: bool, with_calls: bool = True) -> list[AssistantContent]:
-        return _content_of(self._blocks, partial=partial, with_calls=with_calls)
-
     def snapshot(
         self, *, stop_reason: StopReason = "stop", with_calls: bool = True, error: str | None = None
     ) -> AssistantMessage:
@@ -203,13 +200,14 @@ class ChatResponseBuilder:
         Used for progress events and for the partial message of a failed or aborted attempt
         (`with_calls=False` drops tool calls, which may be incomplete).
         """
-        return AssistantMessage(
-            content=self._content(partial=True, with_calls=with_calls),
+        return _snapshot_of(
+            self._blocks,
+            self._usage,
+            self.model,
+            self.provider,
             stop_reason=stop_reason,
-            error_message=error,
-            usage=self._usage,
-            model=self.model,
-            provider=self.provider,
+            with_calls=with_calls,
+            error=error,
         )
 
     def build(self, *, allow_unfinished: bool = False) -> ChatResponse:
@@ -228,7 +226,7 @@ class ChatResponseBuilder:
                 request_id=self.request_id,
             )
         reason: StopReason = self._finish.reason if self._finish is not None else "error"
-        content = self._content(partial=False)
+        content = _content_of(self._blocks, partial=False)
         has_calls = any(isinstance(block, ToolCall) for block in content)
         if has_calls and reason == "stop":
             reason = "tool_use"
@@ -268,6 +266,27 @@ def _content_of(
         elif with_calls:
             content.append(_finish_call(block, number, partial=partial))
     return content
+
+
+def _snapshot_of(
+    blocks: Sequence[_Block],
+    usage: Usage,
+    model: str,
+    provider: str,
+    *,
+    stop_reason: StopReason = "stop",
+    with_calls: bool = True,
+    error: str | None = None,
+) -> AssistantMessage:
+    """`ChatResponseBuilder.snapshot()` of `blocks` (a builder's, or blocks as they were)."""
+    return AssistantMessage(
+        content=_content_of(blocks, partial=True, with_calls=with_calls),
+        stop_reason=stop_reason,
+        error_message=error,
+        usage=usage,
+        model=model,
+        provider=provider,
+    )
 
 
 def _finish_call(call: _Call, number: int, *, partial: bool) -> ToolCall:
@@ -328,15 +347,5 @@ def _as_it_was(mark: _Mark) -> _Block:
 def _marked_snapshot(
     model: str, provider: str, usage: Usage, marks: tuple[_Mark, ...]
 ) -> AssistantMessage:
-    # `ChatResponseBuilder.snapshot()` of the blocks as they were, without a builder: this
-    # runs once per streamed token that a reader looks at.
-    blocks = [_as_it_was(mark) for mark in marks]
-    content = _content_of(blocks, partial=True)
-    return AssistantMessage(
-        content=content,
-        stop_reason="stop",
-        error_message=None,
-        usage=usage,
-        model=model,
-        provider=provider,
-    )
+    # Without a builder: this runs once per streamed token that a reader looks at.
+    return _snapshot_of([_as_it_was(mark) for mark in marks], usage, model, provider)
