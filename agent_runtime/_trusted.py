@@ -32,12 +32,20 @@ def trusted(cls: type[M], fields: dict[str, Any]) -> M:
         KeyError: a field of `cls` is missing from `fields`.
     """
     names = _field_names(cls)
-    instance = cls.__new__(cls)
-    object.__setattr__(instance, "__dict__", {name: fields[name] for name in names})
-    object.__setattr__(instance, "__pydantic_fields_set__", set(names))
-    object.__setattr__(instance, "__pydantic_extra__", None)
     private = _private_defaults(cls)
-    object.__setattr__(instance, "__pydantic_private__", None if private is None else dict(private))
+    values = {name: fields[name] for name in names}
+    return _instance(cls, values, set(names), None if private is None else dict(private))
+
+
+def _instance(
+    cls: type[M], values: dict[str, Any], fields_set: set[str], private: dict[str, Any] | None
+) -> M:
+    """What validation leaves in an instance, put there directly."""
+    instance = cls.__new__(cls)
+    object.__setattr__(instance, "__dict__", values)
+    object.__setattr__(instance, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(instance, "__pydantic_extra__", None)
+    object.__setattr__(instance, "__pydantic_private__", private)
     return instance
 
 
@@ -84,12 +92,7 @@ def completed(cls: type[M], fields: dict[str, Any]) -> M:
     if given != len(fields):
         unknown = sorted(set(fields) - set(values))
         raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))}")
-    instance = cls.__new__(cls)
-    object.__setattr__(instance, "__dict__", values)
-    object.__setattr__(instance, "__pydantic_fields_set__", set(fields))
-    object.__setattr__(instance, "__pydantic_extra__", None)
-    object.__setattr__(instance, "__pydantic_private__", None)
-    return instance
+    return _instance(cls, values, set(fields), None)
 
 
 def _defaults(cls: type[BaseModel]) -> _Defaults:
