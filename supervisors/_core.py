@@ -258,10 +258,14 @@ class SupervisorHandle(ActorHandle):
         try:
             result = cast(T, self._ref.ask(Call(fn), timeout=timeout))
         except pykka.ActorDeadError as exc:
-            raise SupervisorStopped(f"supervisor {self._ref} is not running") from exc
+            raise self._stopped() from exc
         except pykka.Timeout as exc:
             raise TimeoutError(f"supervisor {self._ref} did not answer within {timeout}s") from exc
         return result
+
+    def _stopped(self) -> SupervisorStopped:
+        """The error of a call to this supervisor once it has stopped."""
+        return SupervisorStopped(f"supervisor {self._ref} is not running")
 
     def _core(self) -> SupervisorCore:
         return self._actor_obj

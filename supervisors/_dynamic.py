@@ -11,7 +11,7 @@ import pykka
 
 from supervisors._actor import ExitReason, monitor
 from supervisors._core import Child, SupervisorCore, SupervisorHandle
-from supervisors._errors import MaxChildrenReached, SupervisorStopped
+from supervisors._errors import MaxChildrenReached
 from supervisors._intensity import Clock, check_intensity
 from supervisors._shutdown import START_TIMEOUT, await_started, begin_child, shutdown_child
 from supervisors._spec import ChildSpec
@@ -155,8 +155,9 @@ class DynamicSupervisorActor(SupervisorCore):
             roster.by_caller.clear()
             roster.count -= len(theirs)
             roster.swept = True
-        for child in sorted([*self.children, *theirs], key=lambda c: c.order, reverse=True):
-            if child in self.children:
+        mine = set(self.children)  # by identity (Child compares so)
+        for child in sorted([*mine, *theirs], key=lambda c: c.order, reverse=True):
+            if child in mine:
                 if child.ref is not None:
                     self.terminate(child)
             elif child.ref is not None:
@@ -235,7 +236,7 @@ class DynamicSupervisor(SupervisorHandle):
         spec, roster = child.spec, actor.roster
         with roster.lock:
             if roster.closed or not self._ref.is_alive():  # ended, or killed and not ended yet
-                raise SupervisorStopped(f"supervisor {self._ref} is not running")
+                raise self._stopped()
             roster.reserve()
             roster.in_flight += 1
             child.order = next(roster.starts)
@@ -255,7 +256,7 @@ class DynamicSupervisor(SupervisorHandle):
         if late:
             assert ref is not None
             shutdown_child(spec.id, ref, spec.shutdown)
-            raise SupervisorStopped(f"supervisor {self._ref} is not running")
+            raise self._stopped()
         try:
             await_started(spec, ref)
         except BaseException as exc:
@@ -263,11 +264,11 @@ class DynamicSupervisor(SupervisorHandle):
                 roster.release(ref, child)
                 overtaken = roster.closed  # the end stopped it while its on_start still ran
             if overtaken and isinstance(exc, Exception):
-                raise SupervisorStopped(f"supervisor {self._ref} is not running") from exc
+                raise self._stopped() from exc
             raise
         with roster.lock:
             if roster.closed:  # the supervisor's end stopped it, or is stopping it
-                raise SupervisorStopped(f"supervisor {self._ref} is not running")
+                raise self._stopped()
             if roster.by_caller.get(ref) is not child:  # another caller terminated it already
                 return ref
             # Killed while its thread was busy: its end comes only when that thread is free.
@@ -276,13 +277,13 @@ class DynamicSupervisor(SupervisorHandle):
                 roster.release(ref, child)
         if killed:
             shutdown_child(spec.id, ref, spec.shutdown)
-            raise SupervisorStopped(f"supervisor {self._ref} is not running")
+            raise self._stopped()
         # Outside the lock: a child that is dead already is heard of at once, here.
         actor.watch_for_caller(child)
         with roster.lock:
             overtaken = roster.closed  # the end took it between the check above and now
         if overtaken:
-            raise SupervisorStopped(f"supervisor {self._ref} is not running")
+            raise self._stopped()
         return ref
 
     def terminate_child(self, ref: pykka.ActorRef[Any]) -> bool:
@@ -298,7 +299,7 @@ class DynamicSupervisor(SupervisorHandle):
         roster = actor.roster
         with roster.lock:
             if roster.closed:
-                raise SupervisorStopped(f"supervisor {self._ref} is not running")
+                raise self._stopped()
             child = roster.by_caller.get(ref)
             if child is not None:
                 if not ref.is_alive():
