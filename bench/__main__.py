@@ -43,7 +43,7 @@ REASONS = {
     "figure reads none)",
     "one tool call then text, p50": "two model calls, the tool's hop to the tool_tasks pool and "
     "back, and two batches of facts to the actor on top of the text turn; the bare baseline's "
-    "tool turn itself measured 42-113 us across runs of one day, and the ratio moves with it",
+    "tool turn itself measured 45-180 us across runs, and the ratio moves with it",
     "1000 concurrent runs of a 100 ms model, wall": "each prompt is a message to an actor "
     "thread (the start ticket spares the round trip), and the run set-up happens on 1000 actor "
     "threads contending for the GIL",
