@@ -38,6 +38,18 @@ class AsyncWaiters:
         """Forget `fut` (after a timeout or cancellation of its waiter); idempotent."""
         self._waiters = [w for w in self._waiters if w[1] is not fut]
 
+    def wake_local_locked(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Resolve the futures of `loop` (the calling thread's running loop) now and keep the
+        others parked; True if any others are left (for a later `wake_all_locked`)."""
+        if not self._waiters:
+            return False
+        mine = [w for w in self._waiters if w[0] is loop]
+        if mine:
+            self._waiters = [w for w in self._waiters if w[0] is not loop]
+            for _, fut in mine:
+                resolve(fut)
+        return bool(self._waiters)
+
     def wake_all_locked(self) -> None:
         """Resolve every parked future (on its own loop) and forget them."""
         if not self._waiters:

@@ -25,6 +25,7 @@ from agent_runtime._errors import (
 from agent_runtime._key import AgentKey
 from agent_runtime._wakeup import AsyncWaiters
 from agent_runtime.event_stream._counted import CountedCondition
+from agent_runtime.event_stream._deferred_wakes import wake_after_step
 from agent_runtime.event_stream._gap_queue import GapQueue, StreamStats
 from agent_runtime.event_stream._timers import deadline_after, remaining
 from agent_runtime.event_stream._watchdog import Watchdog
@@ -156,6 +157,7 @@ class EventStream:
         self._terminal: Terminal | None = None
         self._pulled_end = False
         self._max_seq = 0
+        self._wake_deferred = False  # readers are owed a wake-up at the end of a loop step
         self._multi_run = multi_run
         self._end_callbacks: list[EndCallback] = []
         self._watchdog = Watchdog()
@@ -227,6 +229,7 @@ class EventStream:
                 left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise self._full(timeout)
+                self._wake_now_locked()  # a reader must make the space: it may not wait
                 self._writable.wait(left)
         return accepted
 
@@ -248,6 +251,7 @@ class EventStream:
                 left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise self._full(timeout)
+                self._wake_now_locked()
                 fut = self._async_writable.add_locked()
             with contextlib.suppress(TimeoutError):  # the next offer raises StreamOverflow
                 await self._await(fut, self._async_writable, left)
@@ -331,9 +335,33 @@ class EventStream:
                 return False
             self._queue.evict()
         self._queue.append(event, pinned)
-        self._readable.notify()
-        self._async_readable.wake_all_locked()
+        self._wake_readers_locked()
         return True
+
+    def _wake_readers_locked(self) -> None:
+        """Tell readers an event is queued: at once from a thread without an event loop and to
+        readers on the calling loop; a reader on another thread (or loop) once the calling
+        loop's current step is over, so a burst of events wakes it once (`_deferred_wakes`)."""
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            self._readable.notify()
+            self._async_readable.wake_all_locked()
+            return
+        others = self._async_readable.wake_local_locked(loop)
+        if (others or self._readable.waiting) and not self._wake_deferred:
+            self._wake_deferred = True
+            wake_after_step(loop, self._wake_deferred_readers)
+
+    def _wake_deferred_readers(self) -> None:
+        with self._lock:
+            self._wake_now_locked()
+
+    def _wake_now_locked(self) -> None:
+        """Wake the readers a deferred wake-up is owed to (before the caller waits itself)."""
+        if self._wake_deferred:
+            self._wake_deferred = False
+            self._readable.notify_all()
+            self._async_readable.wake_all_locked()
 
     def _full(self, timeout: float | None) -> StreamOverflow:
         waited = "" if timeout is None else f" after waiting {timeout}s"

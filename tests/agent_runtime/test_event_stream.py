@@ -864,3 +864,156 @@ def test_an_offer_whose_checks_the_caller_made_is_an_offer(
     plain, known = streams
     assert plain.stats() == known.stats()
     assert seqs(plain.pull_many(100, timeout=0)) == seqs(known.pull_many(100, timeout=0))
+
+
+# -- readers on other threads, woken once per step of a producing event loop -------------------
+
+
+def in_reader_thread(stream: EventStream, how: str, out: list[list[Event]]) -> threading.Thread:
+    """A thread reading `stream` (`pull_many` batches, or iterating it) into `out`."""
+
+    def read() -> None:
+        got: list[Event] = []
+        if how == "iterate":
+            got.extend(stream)
+        while not got or not is_terminal(got[-1]):
+            got.extend(stream.pull_many(1000, timeout=10))
+        out.append(got)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    wait_until(lambda: stream._readable.waiting > 0, timeout=5)  # parked before the burst
+    return thread
+
+
+@pytest.mark.parametrize("how", ["pull_many", "iterate"])
+def test_a_burst_offered_on_an_event_loop_reaches_a_waiting_thread_reader_in_one_wake_up(
+    how: str,
+) -> None:
+    stream = EventStream(max_queue=100, overflow="block")
+    out: list[list[Event]] = []
+    reader = in_reader_thread(stream, how, out)
+    delivered_in_step: list[int] = []
+
+    async def burst() -> None:
+        for i in range(1, 51):
+            assert stream.offer(ev(i)) is True
+            if i == 1:
+                time.sleep(0.05)  # the GIL is free: a reader woken now would take event 1
+        delivered_in_step.append(stream.stats().delivered)
+        await asyncio.sleep(0)  # the step ends: the reader is woken once, for all 50
+        await asyncio.to_thread(wait_until, lambda: stream.stats().delivered == 50, 5)
+        stream.complete()
+
+    asyncio.run(burst())
+    reader.join(10)
+    assert delivered_in_step == [0]
+    assert seqs(out[0]) == [*range(1, 51), "agent_end"]
+
+
+def test_an_offer_from_a_plain_thread_wakes_a_reader_at_once() -> None:
+    stream = EventStream(max_queue=10)
+    out: list[list[Event]] = []
+    reader = in_reader_thread(stream, "iterate", out)
+    stream.offer(ev(1))
+    wait_until(lambda: stream.stats().delivered == 1, timeout=5)  # no loop step to wait for
+    stream.complete()
+    reader.join(10)
+    assert seqs(out[0]) == [1, "agent_end"]
+
+
+def test_every_thread_reader_is_woken_for_a_burst() -> None:
+    stream = EventStream(max_queue=100)
+    taken: list[Event] = []
+
+    def pull_one() -> None:
+        taken.extend(stream.pull_many(1, timeout=10))
+
+    readers = [threading.Thread(target=pull_one) for _ in range(3)]
+    for r in readers:
+        r.start()
+    wait_until(lambda: stream._readable.waiting == 3, timeout=5)
+
+    async def burst() -> None:
+        for i in range(1, 4):
+            stream.offer(ev(i))
+
+    asyncio.run(burst())
+    for r in readers:
+        r.join(10)
+    assert sorted(e.seq for e in taken) == [1, 2, 3]
+
+
+def test_a_blocking_push_on_an_event_loop_first_wakes_the_reader_that_makes_space() -> None:
+    # The loop's step cannot end while its thread waits in `push`: the wake-up owed to the
+    # reader is given before waiting, or both would wait until the push timeout.
+    stream = EventStream(max_queue=2, overflow="block")
+    out: list[list[Event]] = []
+    reader = in_reader_thread(stream, "iterate", out)
+
+    async def producer() -> None:
+        for i in range(1, 11):
+            stream.push(ev(i), timeout=5)  # blocks the loop's thread: allowed on a bare stream
+        stream.complete()
+
+    started = time.monotonic()
+    asyncio.run(producer())
+    reader.join(10)
+    assert seqs(out[0]) == [*range(1, 11), "agent_end"]
+    assert time.monotonic() - started < 4
+
+
+def test_an_async_reader_on_another_loop_is_woken_for_a_burst() -> None:
+    stream = EventStream(max_queue=100)
+    got: list[Event] = []
+    ready = threading.Event()
+
+    def reader_loop() -> None:
+        async def read() -> None:
+            ready.set()
+            async for event in stream:
+                got.append(event)
+
+        asyncio.run(read())
+
+    reader = threading.Thread(target=reader_loop)
+    reader.start()
+    ready.wait(5)
+    wait_until(lambda: bool(stream._async_readable._waiters), timeout=5)
+
+    async def burst() -> None:
+        for i in range(1, 21):
+            stream.offer(ev(i))
+        await asyncio.sleep(0)
+        stream.complete()
+
+    asyncio.run(burst())
+    reader.join(10)
+    assert seqs(got) == [*range(1, 21), "agent_end"]
+
+
+def test_a_wake_up_owed_by_a_closed_loop_does_not_strand_the_next_loop_on_that_thread() -> None:
+    first, second = EventStream(max_queue=10), EventStream(max_queue=10)
+    out: list[list[Event]] = []
+    first_reader = in_reader_thread(first, "iterate", out)
+
+    loop = asyncio.new_event_loop()
+    loop.call_soon(lambda: first.offer(ev(1)))
+    loop.call_soon(loop.stop)
+    loop.run_forever()  # the wake-up's callback was scheduled after stop(): it never runs
+    loop.close()
+    first.complete()  # a terminal wakes readers at once
+    first_reader.join(10)
+    assert seqs(out[0]) == [1, "agent_end"]
+
+    second_reader = in_reader_thread(second, "iterate", out)
+
+    async def offer_second() -> None:
+        second.offer(ev(7))
+        await asyncio.sleep(0)
+        await asyncio.to_thread(wait_until, lambda: second.stats().delivered == 1, 5)
+        second.complete()
+
+    asyncio.run(offer_second())
+    second_reader.join(10)
+    assert seqs(out[1]) == [7, "agent_end"]
