@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import queue
 import sys
 import threading
 from collections.abc import Callable
@@ -79,6 +80,12 @@ class SupervisedActor(pykka.ThreadingActor):
     """
 
     use_daemon_thread = True
+
+    @staticmethod
+    def _create_actor_inbox() -> queue.SimpleQueue[Envelope[Any]]:
+        # pykka's inbox is a queue.Queue: a lock, three Conditions and their deques per actor
+        # and a Python-level put per message. An inbox needs only put, get and empty.
+        return queue.SimpleQueue()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
