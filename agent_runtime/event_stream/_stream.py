@@ -100,6 +100,12 @@ class EventStream:
       `seq` = 1 + the highest `seq` pushed.
     - Several readers share the events (each event goes to exactly one reader); every reader
       that reaches the end receives the terminal and stops.
+    - A reader waiting on the pusher's event loop is woken at once. Under `"block"`, one
+      waiting on another thread or loop, for an event pushed on an event loop's thread, is
+      woken when that step of the loop ends (once for all the events of the step), or at
+      once when the queue is half full; a pusher on a loop that then blocks its thread until
+      such a reader took the event must use `push`, which wakes it before waiting. Under the
+      other policies every reader is woken at once.
     - `timeout` bounds the lifetime: if no terminal arrived by then, the stream is canceled with
       reason `"timeout"` (served by one shared timer thread, not a thread per stream). If `owner`
       (the ref of a `supervisors.SupervisedActor`) exits for any reason before the end, the stream
@@ -157,7 +163,8 @@ class EventStream:
         self._terminal: Terminal | None = None
         self._pulled_end = False
         self._max_seq = 0
-        self._wake_deferred = False  # readers are owed a wake-up at the end of a loop step
+        # The loop at whose step's end readers on other threads are owed a wake-up, if any.
+        self._wake_owed_by: asyncio.AbstractEventLoop | None = None
         self._multi_run = multi_run
         self._end_callbacks: list[EndCallback] = []
         self._watchdog = Watchdog()
@@ -340,16 +347,24 @@ class EventStream:
 
     def _wake_readers_locked(self) -> None:
         """Tell readers an event is queued: at once from a thread without an event loop and to
-        readers on the calling loop; a reader on another thread (or loop) once the calling
-        loop's current step is over, so a burst of events wakes it once (`_deferred_wakes`)."""
+        readers on the calling loop; a reader on another thread (or loop) when the calling
+        loop's current step is over, so a burst of events wakes it once (`_deferred_wakes`).
+        Only under `"block"`, whose pusher waits for space instead of losing events, and
+        only up to half full: the other policies' readers are woken at once, as before."""
         loop = asyncio._get_running_loop()
         if loop is None:
             self._readable.notify()
             self._async_readable.wake_all_locked()
             return
         others = self._async_readable.wake_local_locked(loop)
-        if (others or self._readable.waiting) and not self._wake_deferred:
-            self._wake_deferred = True
+        if not (others or self._readable.waiting):
+            return
+        if self._overflow != "block" or 2 * self._queue.held >= self._max_queue:
+            self._wake_owed_by = None
+            self._readable.notify_all()
+            self._async_readable.wake_all_locked()
+        elif self._wake_owed_by is not loop:  # (owed by another loop: its step may not end)
+            self._wake_owed_by = loop
             wake_after_step(loop, self._wake_deferred_readers)
 
     def _wake_deferred_readers(self) -> None:
@@ -358,8 +373,8 @@ class EventStream:
 
     def _wake_now_locked(self) -> None:
         """Wake the readers a deferred wake-up is owed to (before the caller waits itself)."""
-        if self._wake_deferred:
-            self._wake_deferred = False
+        if self._wake_owed_by is not None:
+            self._wake_owed_by = None
             self._readable.notify_all()
             self._async_readable.wake_all_locked()
 

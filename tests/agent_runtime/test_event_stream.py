@@ -20,6 +20,7 @@ import supervisors
 from agent_runtime._key import AgentKey
 from agent_runtime.event_stream import (
     EventStream,
+    OverflowPolicy,
     RunCanceled,
     RunFailed,
     StreamClosed,
@@ -890,7 +891,7 @@ def in_reader_thread(stream: EventStream, how: str, out: list[list[Event]]) -> t
 def test_a_burst_offered_on_an_event_loop_reaches_a_waiting_thread_reader_in_one_wake_up(
     how: str,
 ) -> None:
-    stream = EventStream(max_queue=100, overflow="block")
+    stream = EventStream(max_queue=1000, overflow="block")  # never half full here
     out: list[list[Event]] = []
     reader = in_reader_thread(stream, how, out)
     delivered_in_step: list[int] = []
@@ -939,6 +940,7 @@ def test_every_thread_reader_is_woken_for_a_burst() -> None:
             stream.offer(ev(i))
 
     asyncio.run(burst())
+    wait_until(lambda: len(taken) == 3, timeout=3)  # not at the readers' 10 s timeout
     for r in readers:
         r.join(10)
     assert sorted(e.seq for e in taken) == [1, 2, 3]
@@ -985,6 +987,7 @@ def test_an_async_reader_on_another_loop_is_woken_for_a_burst() -> None:
         for i in range(1, 21):
             stream.offer(ev(i))
         await asyncio.sleep(0)
+        await asyncio.to_thread(wait_until, lambda: len(got) == 20, 5)
         stream.complete()
 
     asyncio.run(burst())
@@ -992,28 +995,50 @@ def test_an_async_reader_on_another_loop_is_woken_for_a_burst() -> None:
     assert seqs(got) == [*range(1, 21), "agent_end"]
 
 
-def test_a_wake_up_owed_by_a_closed_loop_does_not_strand_the_next_loop_on_that_thread() -> None:
-    first, second = EventStream(max_queue=10), EventStream(max_queue=10)
+def test_a_wake_up_owed_by_a_closed_loop_does_not_strand_the_stream_on_the_next_loop() -> None:
+    stream = EventStream(max_queue=10)
     out: list[list[Event]] = []
-    first_reader = in_reader_thread(first, "iterate", out)
-
+    reader = in_reader_thread(stream, "pull_many", out)
     loop = asyncio.new_event_loop()
-    loop.call_soon(lambda: first.offer(ev(1)))
+    loop.call_soon(lambda: stream.offer(ev(1)))
     loop.call_soon(loop.stop)
     loop.run_forever()  # the wake-up's callback was scheduled after stop(): it never runs
     loop.close()
-    first.complete()  # a terminal wakes readers at once
-    first_reader.join(10)
-    assert seqs(out[0]) == [1, "agent_end"]
 
-    second_reader = in_reader_thread(second, "iterate", out)
-
-    async def offer_second() -> None:
-        second.offer(ev(7))
+    async def offer_again() -> None:
+        stream.offer(ev(2))
         await asyncio.sleep(0)
-        await asyncio.to_thread(wait_until, lambda: second.stats().delivered == 1, 5)
-        second.complete()
+        # woken at this step's end, not at the reader's 10 s pull timeout
+        await asyncio.to_thread(wait_until, lambda: stream.stats().delivered == 2, 3)
+        stream.complete()
 
-    asyncio.run(offer_second())
-    second_reader.join(10)
-    assert seqs(out[1]) == [7, "agent_end"]
+    asyncio.run(offer_again())
+    reader.join(10)
+    assert seqs(out[0]) == [1, 2, "agent_end"]
+
+
+@pytest.mark.parametrize(
+    ("overflow", "max_queue"), [("drop_oldest", 1000), ("error", 1000), ("block", 10)]
+)
+def test_a_long_step_wakes_a_thread_reader_at_once_unless_it_may_wait(
+    overflow: OverflowPolicy, max_queue: int
+) -> None:
+    # A step that does not end soon must not make a reader miss events it would have taken:
+    # under the policies that drop or refuse, and under "block" from half full on, the
+    # reader is woken at once, not when the step ends.
+    stream = EventStream(max_queue=max_queue, overflow=overflow)
+    out: list[list[Event]] = []
+    reader = in_reader_thread(stream, "pull_many", out)
+    delivered_in_step: list[int] = []
+
+    async def long_step() -> None:
+        for i in range(1, 11):
+            stream.offer(ev(i))
+        time.sleep(0.05)  # the GIL is free: a woken reader takes what is queued
+        delivered_in_step.append(stream.stats().delivered)
+        stream.complete()
+
+    asyncio.run(long_step())
+    reader.join(10)
+    assert delivered_in_step[0] >= 5, stream.stats()
+    assert seqs(out[0]) == [*range(1, 11), "agent_end"]
