@@ -33,6 +33,10 @@ from agent_runtime.messages import (
 @dataclass
 class _Text:
     parts: list[str] = field(default_factory=list)
+    # The parts joined the last time, as (how many, text): a block's parts only grow, so the
+    # next snapshot joins only what came since. One tuple, so that readers on several threads
+    # never see a count and a text of different snapshots.
+    joined: tuple[int, str] = (0, "")
 
 
 @dataclass
@@ -40,6 +44,7 @@ class _Thinking:
     parts: list[str] = field(default_factory=list)
     signature: str | None = None
     redacted: bool = False
+    joined: tuple[int, str] = (0, "")
 
 
 @dataclass
@@ -201,7 +206,7 @@ class ChatResponseBuilder:
         (`with_calls=False` drops tool calls, which may be incomplete).
         """
         return _snapshot_of(
-            self._blocks,
+            [_mark(b) for b in self._blocks],
             self._usage,
             self.model,
             self.provider,
@@ -251,25 +256,42 @@ class ChatResponseBuilder:
 def _content_of(
     blocks: Sequence[_Block], *, partial: bool, with_calls: bool = True
 ) -> list[AssistantContent]:
+    return _content_as_marked([_mark(b) for b in blocks], partial=partial, with_calls=with_calls)
+
+
+def _content_as_marked(
+    marks: Sequence[_Mark], *, partial: bool, with_calls: bool = True
+) -> list[AssistantContent]:
+    """The content of blocks as they were when marked (see `_mark`)."""
     content: list[AssistantContent] = []
-    for number, block in enumerate(blocks):
+    for number, (block, count, first, second) in enumerate(marks):
         if isinstance(block, _Text):
-            content.append(TextContent(text="".join(block.parts)))
+            content.append(TextContent(text=_joined(block, count)))
         elif isinstance(block, _Thinking):
             content.append(
-                ThinkingContent(
-                    thinking="".join(block.parts),
-                    signature=block.signature,
-                    redacted=block.redacted,
-                )
+                ThinkingContent(thinking=_joined(block, count), signature=first, redacted=second)
             )
         elif with_calls:
-            content.append(_finish_call(block, number, partial=partial))
+            as_marked = count == len(block.parts) and (block.id, block.name) == (first, second)
+            call = block if as_marked else _Call(first, second, block.parts[:count])
+            content.append(_finish_call(call, number, partial=partial))
     return content
 
 
+def _joined(block: _Text | _Thinking, count: int) -> str:
+    """`"".join(block.parts[:count])`, joining only the parts added since the last time."""
+    done, text = block.joined
+    if count == done:
+        return text
+    if count < done:  # a snapshot older than the last one made: made whole, not kept
+        return "".join(block.parts[:count])
+    text += "".join(block.parts[done:count])
+    block.joined = (count, text)
+    return text
+
+
 def _snapshot_of(
-    blocks: Sequence[_Block],
+    marks: Sequence[_Mark],
     usage: Usage,
     model: str,
     provider: str,
@@ -278,9 +300,9 @@ def _snapshot_of(
     with_calls: bool = True,
     error: str | None = None,
 ) -> AssistantMessage:
-    """`ChatResponseBuilder.snapshot()` of `blocks` (a builder's, or blocks as they were)."""
+    """`ChatResponseBuilder.snapshot()` of blocks as they were when marked."""
     return AssistantMessage(
-        content=_content_of(blocks, partial=True, with_calls=with_calls),
+        content=_content_as_marked(marks, partial=True, with_calls=with_calls),
         stop_reason=stop_reason,
         error_message=error,
         usage=usage,
@@ -335,17 +357,8 @@ def _mark(block: _Block) -> _Mark:
     return (block, len(block.parts), None, None)
 
 
-def _as_it_was(mark: _Mark) -> _Block:
-    block, count, first, second = mark
-    if isinstance(block, _Thinking):
-        return _Thinking(block.parts[:count], first, second)
-    if isinstance(block, _Call):
-        return _Call(first, second, block.parts[:count])
-    return _Text(block.parts[:count])
-
-
 def _marked_snapshot(
     model: str, provider: str, usage: Usage, marks: tuple[_Mark, ...]
 ) -> AssistantMessage:
     # Without a builder: this runs once per streamed token that a reader looks at.
-    return _snapshot_of([_as_it_was(mark) for mark in marks], usage, model, provider)
+    return _snapshot_of(marks, usage, model, provider)

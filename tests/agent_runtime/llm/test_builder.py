@@ -250,3 +250,36 @@ def test_a_deferred_snapshot_is_the_snapshot_as_it_was_when_taken() -> None:
 
     assert made.model_dump(exclude={"timestamp"}) == then.model_dump(exclude={"timestamp"})
     assert made.model_fields_set == then.model_fields_set  # exclude_unset dumps agree too
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    pieces=st.lists(
+        st.tuples(st.sampled_from(["text", "thinking", "call"]), st.text(max_size=4)),
+        min_size=1,
+        max_size=25,
+    ),
+    order=st.randoms(use_true_random=False),
+)
+def test_deferred_snapshots_made_in_any_order_are_each_the_answer_as_it_was(
+    pieces: list[tuple[str, str]], order: object
+) -> None:
+    # A snapshot joins only the parts added since the last one made: made out of order,
+    # again, or after later ones, each is still the answer at the point it was taken.
+    builder = ChatResponseBuilder()
+    taken = []
+    for kind, piece in pieces:
+        if kind == "text":
+            builder.add(TextDelta(text=piece))
+        elif kind == "thinking":
+            builder.add(ThinkingDelta(text=piece))
+        else:
+            builder.add(ToolCallDelta(index=0, id="c", name="f", arguments=piece))
+        taken.append((builder.snapshot(), builder.deferred_snapshot()))
+    shuffled = taken * 2
+    order.shuffle(shuffled)  # type: ignore[attr-defined]
+    for then, deferred in shuffled:
+        made = deferred()
+        assert made.model_dump(exclude={"timestamp"}) == then.model_dump(exclude={"timestamp"})
+    final = builder.snapshot()
+    assert final.content == taken[-1][0].content
