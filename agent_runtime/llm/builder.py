@@ -272,9 +272,10 @@ def _content_as_marked(
                 ThinkingContent(thinking=_joined(block, count), signature=first, redacted=second)
             )
         elif with_calls:
-            as_marked = count == len(block.parts) and (block.id, block.name) == (first, second)
-            call = block if as_marked else _Call(first, second, block.parts[:count])
-            content.append(_finish_call(call, number, partial=partial))
+            # Always a copy: the live block may grow on another thread while this reads it.
+            content.append(
+                _finish_call(_Call(first, second, block.parts[:count]), number, partial=partial)
+            )
     return content
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -283,3 +284,28 @@ def test_deferred_snapshots_made_in_any_order_are_each_the_answer_as_it_was(
         assert made.model_dump(exclude={"timestamp"}) == then.model_dump(exclude={"timestamp"})
     final = builder.snapshot()
     assert final.content == taken[-1][0].content
+
+
+def test_a_deferred_call_snapshot_ignores_what_the_call_gets_while_it_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Made on a reader's thread while the producer streams on: a fragment (or an id) that
+    # arrives during the making must not leak into the snapshot marked before it.
+    from agent_runtime.llm import builder as builder_module
+
+    made_by = builder_module._finish_call
+    builder = ChatResponseBuilder()
+    builder.add(ToolCallDelta(index=0, arguments='{"a": 1'))
+    deferred = builder.deferred_snapshot()
+
+    def producer_runs_meanwhile(call: Any, number: int, *, partial: bool) -> ToolCall:
+        live = builder._blocks[0]
+        assert isinstance(live, builder_module._Call)
+        live.parts.append(', "late": 2}')
+        live.id, live.name = live.id or "late-id", live.name or "late-name"
+        return made_by(call, number, partial=partial)
+
+    monkeypatch.setattr(builder_module, "_finish_call", producer_runs_meanwhile)
+    (call,) = deferred().content
+    assert isinstance(call, ToolCall)
+    assert (call.id, call.name, call.arguments) == ("call_0", "", {"a": 1})
