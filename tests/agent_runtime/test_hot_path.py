@@ -148,7 +148,7 @@ async def _hanging(closed: list[str], swallow: bool = False) -> AsyncIterator[st
 
 def test_an_abort_reaches_a_read_made_in_another_task() -> None:
     async def go() -> None:
-        signal, closed = AbortSignal(), []
+        signal, closed = AbortSignal(), list[str]()
         stream = iterate_abortable(_hanging(closed), signal)
         assert await anext(stream) == "first"
         pending = asyncio.ensure_future(asyncio.wait_for(anext(stream), 5))
@@ -164,7 +164,7 @@ def test_an_abort_reaches_a_read_made_in_another_task() -> None:
 
 def test_an_abort_while_the_consumer_is_busy_closes_the_source_at_once() -> None:
     async def go() -> None:
-        signal, closed = AbortSignal(), []
+        signal, closed = AbortSignal(), list[str]()
         stream = iterate_abortable(_hanging(closed), signal)
         assert await anext(stream) == "first"
         signal.abort("stop")  # the consumer holds the item: no read is waiting
@@ -179,7 +179,7 @@ def test_an_abort_while_the_consumer_is_busy_closes_the_source_at_once() -> None
 
 def test_a_source_that_swallows_the_cancellation_still_ends_in_aborted() -> None:
     async def go() -> None:
-        signal, closed = AbortSignal(), []
+        signal, closed = AbortSignal(), list[str]()
         stream = iterate_abortable(_hanging(closed, swallow=True), signal)
         assert await anext(stream) == "first"
         asyncio.get_running_loop().call_later(0.01, signal.abort, "stop")
