@@ -50,13 +50,15 @@ REASONS = {
     "2500 concurrent runs of a 100 ms model, wall": "as for 1000; garbage collection of the "
     "per-run objects grows with the burst (gc.freeze() after start-up gained only 3-5%, so it "
     "is not used)",
-    "1000 streamed deltas to one subscriber": "~10 us per delta: each crosses four generator "
-    "layers (provider, abort watch, turn, run) and one EventStream push that contends with the "
-    "reading thread for the stream's lock and the GIL; the provider's TextDelta and the "
-    "MessageUpdate are pydantic models",
+    "1000 streamed deltas to one subscriber": "the producer's own cost, ~10 us per delta on a "
+    "quiet machine and ~17-25 us on a slow one (four generator layers: provider, abort watch, "
+    "turn, run; the provider's TextDelta and the MessageUpdate are pydantic models); the "
+    "reading thread is woken once per loop step, not per delta, so it no longer trades the GIL "
+    "per token",
     "1000 deltas, each of 10 subscribers": "one EventStream push per subscriber per delta, and "
-    "ten reader threads contending for the GIL",
-    "spawn + stop of an agent, p50": "at the edge (1.8-1.95x over the last runs): on top of "
+    "ten reader threads contending for the GIL (36-37k/s on a quiet machine, 13-17k/s on a "
+    "slow one)",
+    "spawn + stop of an agent, p50": "at the edge (1.5-2.5x from run to run): on top of "
     "the bare actor's thread start and stop, AgentOptions validated, the shell and handle "
     "made, the registry and session memory in the actor's on_start, and its exit monitor",
     "abort of a hung stream to Canceled, p99": "a tail of the machine (its p50 is ~500 us): "
