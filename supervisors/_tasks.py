@@ -100,6 +100,7 @@ class TaskPool:
                     except BaseException as exc:  # isolated in the future
                         item.future.set_exception(exc)
             finally:
+                del item  # not kept while the thread waits: its call may hold a whole run
                 with self._lock:
                     self._running -= 1
                     self._wake.notify_all()

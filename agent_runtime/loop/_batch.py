@@ -173,17 +173,24 @@ class ToolBatch:
     def _poke(self) -> None:
         self._loop.call_soon_threadsafe(self._wake.set)
 
+    # The context's callbacks hold the queue and the wake-up, not the batch: the batch holds
+    # the contexts, and a cycle through it would leave every tool run's objects (the run, its
+    # trace, its signal) to the garbage collector instead of freeing them at the run's end.
     def _updater(self, call: ToolCall) -> Callable[[ToolResult], None]:
+        updates, loop, wake = self._updates, self._loop, self._wake
+
         def update(partial: ToolResult) -> None:
-            self._updates.append((call, partial))  # deque.append is thread-safe
-            self._poke()
+            updates.append((call, partial))  # deque.append is thread-safe
+            loop.call_soon_threadsafe(wake.set)
 
         return update
 
     def _emitter(self, call: ToolCall) -> Callable[[CustomEvent], None]:
+        updates, loop, wake = self._updates, self._loop, self._wake
+
         def emit(event: CustomEvent) -> None:
-            self._updates.append((call, event))  # in line with the call's updates
-            self._poke()
+            updates.append((call, event))  # in line with the call's updates
+            loop.call_soon_threadsafe(wake.set)
 
         return emit
 

@@ -367,3 +367,38 @@ def test_a_bad_agent_key_in_the_loop_config_fails_the_first_event_as_before() ->
 
     with pytest.raises(ValueError, match="session ''"):
         asyncio.run(first())
+
+
+def test_a_tool_runs_objects_are_freed_at_its_end_without_the_garbage_collector() -> None:
+    # A tool call's context (and with it the run, its trace and its signal) must not sit in
+    # a reference cycle: a long-running server would leave each tool run to the collector.
+    import gc
+    import weakref
+
+    from agent_runtime import Runtime, ToolContext
+    from agent_runtime.config import MemoryConfig, RuntimeConfig
+    from agent_runtime.memory import MemoryPolicy
+    from agent_runtime.testing import wait_until
+
+    contexts: list[weakref.ref[ToolContext]] = []
+
+    @tool
+    def probe(ctx: ToolContext) -> str:
+        """Remember the call's context."""
+        contexts.append(weakref.ref(ctx))
+        return "ok"
+
+    call = ToolCall(id="c1", name="probe", arguments={})
+    model = ScriptedModel([ScriptedTurn(tool_calls=[call]), "done"])
+    with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as rt:
+        agent = rt.start_agent(
+            ("gc", "a", 0), model=model, tools=[probe], memory=MemoryPolicy.none()
+        )
+        gc.collect()
+        gc.disable()
+        try:
+            agent.run("go", timeout=10)
+            agent.wait_for_idle(timeout=10)
+            wait_until(lambda: contexts[0]() is None, timeout=5, what="the context was freed")
+        finally:
+            gc.enable()
