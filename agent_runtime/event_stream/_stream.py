@@ -360,9 +360,7 @@ class EventStream:
         if not (others or self._readable.waiting):
             return
         if self._overflow != "block" or 2 * self._queue.held >= self._max_queue:
-            self._wake_owed_by = None
-            self._readable.notify_all()
-            self._async_readable.wake_all_locked()
+            self._wake_all_readers_locked()
         elif self._wake_owed_by is not loop:  # (owed by another loop: its step may not end)
             self._wake_owed_by = loop
             wake_after_step(loop, self._wake_deferred_readers)
@@ -374,9 +372,13 @@ class EventStream:
     def _wake_now_locked(self) -> None:
         """Wake the readers a deferred wake-up is owed to (before the caller waits itself)."""
         if self._wake_owed_by is not None:
-            self._wake_owed_by = None
-            self._readable.notify_all()
-            self._async_readable.wake_all_locked()
+            self._wake_all_readers_locked()
+
+    def _wake_all_readers_locked(self) -> None:
+        """Wake every waiting reader, on any thread or loop; nothing is owed after it."""
+        self._wake_owed_by = None
+        self._readable.notify_all()
+        self._async_readable.wake_all_locked()
 
     def _full(self, timeout: float | None) -> StreamOverflow:
         waited = "" if timeout is None else f" after waiting {timeout}s"

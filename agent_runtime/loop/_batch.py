@@ -173,26 +173,20 @@ class ToolBatch:
     def _poke(self) -> None:
         self._loop.call_soon_threadsafe(self._wake.set)
 
-    # The context's callbacks hold the queue and the wake-up, not the batch: the batch holds
-    # the contexts, and a cycle through it would leave every tool run's objects (the run, its
-    # trace, its signal) to the garbage collector instead of freeing them at the run's end.
-    def _updater(self, call: ToolCall) -> Callable[[ToolResult], None]:
+    def _queuer(self, call: ToolCall) -> Callable[[ToolResult | CustomEvent], None]:
+        """A call's `on_update` and `on_emit`: its progress updates and emitted events join
+        the queue in the order they come (deque.append is thread-safe), and wake the batch.
+
+        It holds the queue and the wake-up, not the batch: the batch holds the contexts, and
+        a cycle through it would leave every tool run's objects (the run, its trace, its
+        signal) to the garbage collector instead of freeing them at the run's end."""
         updates, loop, wake = self._updates, self._loop, self._wake
 
-        def update(partial: ToolResult) -> None:
-            updates.append((call, partial))  # deque.append is thread-safe
+        def put(item: ToolResult | CustomEvent) -> None:
+            updates.append((call, item))
             loop.call_soon_threadsafe(wake.set)
 
-        return update
-
-    def _emitter(self, call: ToolCall) -> Callable[[CustomEvent], None]:
-        updates, loop, wake = self._updates, self._loop, self._wake
-
-        def emit(event: CustomEvent) -> None:
-            updates.append((call, event))  # in line with the call's updates
-            loop.call_soon_threadsafe(wake.set)
-
-        return emit
+        return put
 
     async def run(self) -> AsyncGenerator[Event, None]:
         """Yield the batch's execution events; `outcome` holds the results afterwards."""
@@ -253,15 +247,16 @@ class ToolBatch:
             yield self.stamp(
                 ToolExecutionStart, tool_call_id=call.id, name=call.name, args=call.arguments
             )
+            queue = self._queuer(call)
             ctx = ToolContext(
                 tool_call_id=call.id,
                 tool_name=call.name,
                 agent_key=self.config.agent,
                 signal=self.signal,
                 runtime=self.config.runtime,
-                on_update=self._updater(call),
+                on_update=queue,
                 spawner=self.config.spawner,
-                on_emit=self._emitter(call),
+                on_emit=queue,
             )
             self._contexts[call.id] = ctx
             coro = execute_tool_call(
