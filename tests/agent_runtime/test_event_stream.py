@@ -870,21 +870,27 @@ def test_an_offer_whose_checks_the_caller_made_is_an_offer(
 # -- readers on other threads, woken once per step of a producing event loop -------------------
 
 
-def in_reader_thread(stream: EventStream, how: str, out: list[list[Event]]) -> threading.Thread:
-    """A thread reading `stream` (`pull_many` batches, or iterating it) into `out`."""
+def in_reader_thread(stream: EventStream, how: str) -> Callable[[], list[Event]]:
+    """A thread reading `stream` to its end (`pull_many` batches, or iterating it), parked
+    before this returns; the function returned waits for it and gives what it read (or
+    raises what it raised)."""
 
-    def read() -> None:
-        got: list[Event] = []
-        if how == "iterate":
-            got.extend(stream)
+    def read() -> list[Event]:
+        got: list[Event] = list(stream) if how == "iterate" else []
         while not got or not is_terminal(got[-1]):
             got.extend(stream.pull_many(1000, timeout=10))
-        out.append(got)
+        return got
 
-    thread = threading.Thread(target=read)
-    thread.start()
+    thread, box = in_thread(read)
     wait_until(lambda: stream._readable.waiting > 0, timeout=5)  # parked before the burst
-    return thread
+
+    def result() -> list[Event]:
+        thread.join(10)
+        if "error" in box:
+            raise box["error"]
+        return box["result"]  # type: ignore[no-any-return]
+
+    return result
 
 
 @pytest.mark.parametrize("how", ["pull_many", "iterate"])
@@ -892,8 +898,7 @@ def test_a_burst_offered_on_an_event_loop_reaches_a_waiting_thread_reader_in_one
     how: str,
 ) -> None:
     stream = EventStream(max_queue=1000, overflow="block")  # never half full here
-    out: list[list[Event]] = []
-    reader = in_reader_thread(stream, how, out)
+    reader = in_reader_thread(stream, how)
     delivered_in_step: list[int] = []
 
     async def burst() -> None:
@@ -907,32 +912,27 @@ def test_a_burst_offered_on_an_event_loop_reaches_a_waiting_thread_reader_in_one
         stream.complete()
 
     asyncio.run(burst())
-    reader.join(10)
     assert delivered_in_step == [0]
-    assert seqs(out[0]) == [*range(1, 51), "agent_end"]
+    assert seqs(reader()) == [*range(1, 51), "agent_end"]
 
 
 def test_an_offer_from_a_plain_thread_wakes_a_reader_at_once() -> None:
     stream = EventStream(max_queue=10)
-    out: list[list[Event]] = []
-    reader = in_reader_thread(stream, "iterate", out)
+    reader = in_reader_thread(stream, "iterate")
     stream.offer(ev(1))
     wait_until(lambda: stream.stats().delivered == 1, timeout=5)  # no loop step to wait for
     stream.complete()
-    reader.join(10)
-    assert seqs(out[0]) == [1, "agent_end"]
+    assert seqs(reader()) == [1, "agent_end"]
 
 
 def test_every_thread_reader_is_woken_for_a_burst() -> None:
-    stream = EventStream(max_queue=100)
+    stream = EventStream(max_queue=100, overflow="block")  # the policy that defers
     taken: list[Event] = []
 
     def pull_one() -> None:
         taken.extend(stream.pull_many(1, timeout=10))
 
-    readers = [threading.Thread(target=pull_one) for _ in range(3)]
-    for r in readers:
-        r.start()
+    readers = [in_thread(pull_one)[0] for _ in range(3)]
     wait_until(lambda: stream._readable.waiting == 3, timeout=5)
 
     async def burst() -> None:
@@ -950,8 +950,7 @@ def test_a_blocking_push_on_an_event_loop_first_wakes_the_reader_that_makes_spac
     # The loop's step cannot end while its thread waits in `push`: the wake-up owed to the
     # reader is given before waiting, or both would wait until the push timeout.
     stream = EventStream(max_queue=2, overflow="block")
-    out: list[list[Event]] = []
-    reader = in_reader_thread(stream, "iterate", out)
+    reader = in_reader_thread(stream, "iterate")
 
     async def producer() -> None:
         for i in range(1, 11):
@@ -960,13 +959,12 @@ def test_a_blocking_push_on_an_event_loop_first_wakes_the_reader_that_makes_spac
 
     started = time.monotonic()
     asyncio.run(producer())
-    reader.join(10)
-    assert seqs(out[0]) == [*range(1, 11), "agent_end"]
+    assert seqs(reader()) == [*range(1, 11), "agent_end"]
     assert time.monotonic() - started < 4
 
 
 def test_an_async_reader_on_another_loop_is_woken_for_a_burst() -> None:
-    stream = EventStream(max_queue=100)
+    stream = EventStream(max_queue=100, overflow="block")  # the policy that defers
     got: list[Event] = []
     ready = threading.Event()
 
@@ -978,8 +976,7 @@ def test_an_async_reader_on_another_loop_is_woken_for_a_burst() -> None:
 
         asyncio.run(read())
 
-    reader = threading.Thread(target=reader_loop)
-    reader.start()
+    reader, box = in_thread(reader_loop)
     ready.wait(5)
     wait_until(lambda: bool(stream._async_readable._waiters), timeout=5)
 
@@ -992,13 +989,13 @@ def test_an_async_reader_on_another_loop_is_woken_for_a_burst() -> None:
 
     asyncio.run(burst())
     reader.join(10)
+    assert "error" not in box, box
     assert seqs(got) == [*range(1, 21), "agent_end"]
 
 
 def test_a_wake_up_owed_by_a_closed_loop_does_not_strand_the_stream_on_the_next_loop() -> None:
-    stream = EventStream(max_queue=10)
-    out: list[list[Event]] = []
-    reader = in_reader_thread(stream, "pull_many", out)
+    stream = EventStream(max_queue=10, overflow="block")  # the policy that defers
+    reader = in_reader_thread(stream, "pull_many")
     loop = asyncio.new_event_loop()
     loop.call_soon(lambda: stream.offer(ev(1)))
     loop.call_soon(loop.stop)
@@ -1013,8 +1010,7 @@ def test_a_wake_up_owed_by_a_closed_loop_does_not_strand_the_stream_on_the_next_
         stream.complete()
 
     asyncio.run(offer_again())
-    reader.join(10)
-    assert seqs(out[0]) == [1, 2, "agent_end"]
+    assert seqs(reader()) == [1, 2, "agent_end"]
 
 
 @pytest.mark.parametrize(
@@ -1027,8 +1023,7 @@ def test_a_long_step_wakes_a_thread_reader_at_once_unless_it_may_wait(
     # under the policies that drop or refuse, and under "block" from half full on, the
     # reader is woken at once, not when the step ends.
     stream = EventStream(max_queue=max_queue, overflow=overflow)
-    out: list[list[Event]] = []
-    reader = in_reader_thread(stream, "pull_many", out)
+    reader = in_reader_thread(stream, "pull_many")
     delivered_in_step: list[int] = []
 
     async def long_step() -> None:
@@ -1039,6 +1034,5 @@ def test_a_long_step_wakes_a_thread_reader_at_once_unless_it_may_wait(
         stream.complete()
 
     asyncio.run(long_step())
-    reader.join(10)
     assert delivered_in_step[0] >= 5, stream.stats()
-    assert seqs(out[0]) == [*range(1, 11), "agent_end"]
+    assert seqs(reader()) == [*range(1, 11), "agent_end"]
