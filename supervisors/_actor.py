@@ -172,6 +172,31 @@ class SupervisedActor(pykka.ThreadingActor):
             except Exception:
                 log.exception("actor.on_exit.failed", actor=str(self))
 
+    def _actor_loop_running(self) -> None:
+        # pykka's loop keeps its last envelope and reply in locals while it waits for the next
+        # message: an idle actor would keep what its last message carried (an agent: its last
+        # run's facts) alive. Handled in a call of its own, nothing of a message outlives it.
+        while not self.actor_stopped.is_set():
+            self._handle_envelope(self.actor_inbox.get())
+
+    def _handle_envelope(self, envelope: Envelope[Any]) -> None:
+        # What pykka 4.x does per message, but for a BaseException, which `_handle_receive`
+        # has already turned into this actor's crash (pykka would stop every actor).
+        try:
+            response = self._handle_receive(envelope.message)
+        except Exception:
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception()  # the caller's to handle: not logged here
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:
+                    self._handle_failure(*sys.exc_info())
+            return
+        if envelope.reply_to is not None:
+            envelope.reply_to.set(response)
+
     def _handle_receive(self, message: Any) -> Any:
         if isinstance(message, _Wake):
             return None

@@ -145,6 +145,8 @@ class RunDriver:
         finally:
             await aclose_quietly(self.events)  # the loop's own cleanup (hand-backs, spans)
             self._settle()
+            if shell.last_driver is asyncio.current_task():  # nothing left to wait for
+                shell.last_driver = None  # (and an idle agent keeps no finished task)
 
     def _loop_failed(self, exc: Exception) -> Event:
         """The event that ends a run whose loop failed or ended without a terminal:

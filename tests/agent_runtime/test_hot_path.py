@@ -402,3 +402,34 @@ def test_a_tool_runs_objects_are_freed_at_its_end_without_the_garbage_collector(
             wait_until(lambda: contexts[0]() is None, timeout=5, what="the context was freed")
         finally:
             gc.enable()
+
+
+def test_an_idle_agent_keeps_nothing_of_a_closed_subscription() -> None:
+    # The actor's last message was the subscription's `unsubscribe`: an idle actor holding it
+    # kept the subscription, its buffer and its last run's events alive for as long as the
+    # agent lived (~40 objects of each of a server's idle agents, all for the collector).
+    import gc
+    import weakref
+
+    from agent_runtime import Runtime
+    from agent_runtime.config import MemoryConfig, RuntimeConfig
+    from agent_runtime.memory import MemoryPolicy
+    from agent_runtime.testing import wait_until
+
+    with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as rt:
+        agent = rt.start_agent(
+            ("idle", "a", 0), model=ScriptedModel(["done"]), memory=MemoryPolicy.none()
+        )
+        sub = agent.subscribe()
+        agent.prompt("go")
+        kinds = [event.type for event in sub.until_end(timeout=10)]
+        assert kinds[-1] == "agent_end"
+        sub.close()  # tells the actor `unsubscribe`: its last message
+        freed = weakref.ref(sub)
+        del sub
+
+        def collected() -> bool:
+            gc.collect()
+            return freed() is None
+
+        wait_until(collected, timeout=5, what="the closed subscription was freed")

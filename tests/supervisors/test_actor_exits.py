@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,7 @@ import pykka
 import pytest
 
 from agent_runtime.testing import wait_until
-from supervisors import ExitReason, exit_reason, kill, monitor
+from supervisors import ExitReason, SupervisedActor, exit_reason, kill, monitor
 from tests.supervisors.conftest import Started
 from tests.supervisors.helpers import (
     Raise,
@@ -204,3 +205,33 @@ def test_a_system_exit_in_a_handler_crashes_that_actor_only(
     assert [live_ref(other, n) for n in ("b1", "b2")] == bystanders
     assert all(ref.is_alive() for ref in bystanders)
     assert recorder.events("stop") == []  # pykka's default would have stopped every actor
+
+
+class _Token:
+    """Something a message carries, that the test can watch being freed."""
+
+
+class _Holder(SupervisedActor):
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, dict) and "fail" in message:
+            raise ValueError("the handler failed")
+        return _Token()  # the reply, too, is the caller's alone once it was handed over
+
+
+def test_an_idle_actor_keeps_nothing_of_the_messages_it_handled() -> None:
+    # An idle actor must not keep its last message (and its reply) alive while it waits for
+    # the next: an idle agent would keep its last run's subscription, events and facts.
+    ref = _Holder.start()
+    try:
+        told, asked, failed = _Token(), _Token(), _Token()
+        seen = [weakref.ref(told), weakref.ref(asked), weakref.ref(failed)]
+        ref.tell({"token": told})
+        reply = weakref.ref(ref.ask({"token": asked}, timeout=5))
+        with pytest.raises(ValueError, match="the handler failed"):
+            ref.ask({"token": failed, "fail": True}, timeout=5)
+        del told, asked, failed
+        gc.collect()
+        assert [w() for w in [*seen, reply]] == [None] * 4
+        assert ref.is_alive()
+    finally:
+        ref.stop()
