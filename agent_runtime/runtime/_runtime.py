@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import itertools
 import os
 import threading
@@ -147,6 +148,7 @@ class Runtime:
         *,
         name: str | None = None,
         configure_logging: bool = True,
+        freeze_gc: bool = False,
     ) -> Runtime:
         """Start a runtime: configure logging (see below), then start the tree.
 
@@ -158,12 +160,21 @@ class Runtime:
         OpenTelemetry providers, once per process (`telemetry.install_exporter`); the default
         `"none"` installs nothing. Blocks while the tree starts: from asyncio use `astart`.
 
+        `freeze_gc=True` is for a server that starts its runtime once its own set-up is done:
+        once the tree has started, a full garbage collection, then `gc.freeze()`, so the
+        objects alive then (modules, the application's and the runtime's set-up) are never
+        walked by the cyclic collector again. A full collection of a process of many agents
+        then walks only what was made since: without it, the burst of a hundred agents'
+        starts in a server took one of 30-90 ms on its loop's thread, the longest stall of
+        all. The freeze is process-wide and not undone at `stop()`; a reference cycle among
+        the frozen objects that later becomes garbage is never collected. Off by default.
+
         Raises:
             ConfigError: the configuration is invalid (or names an exporter not installed),
                 or `telemetry.status_socket` cannot be served (the message says why).
             TypeError: `config` is of another type.
         """
-        return cls._start(config, name, configure_logging, None)
+        return cls._start(config, name, configure_logging, None, freeze_gc)
 
     @classmethod
     def _start(
@@ -172,6 +183,7 @@ class Runtime:
         name: str | None,
         configure_logging: bool,
         host_loop: asyncio.AbstractEventLoop | None,
+        freeze_gc: bool,
     ) -> Runtime:
         if config is None or isinstance(config, str | os.PathLike):
             config = load_config(config)
@@ -195,6 +207,9 @@ class Runtime:
         if status_socket is not None:
             runtime._status_socket = status_socket
             status_socket.serve(runtime._introspection.report, name=f"{runtime.name}.status")
+        if freeze_gc:
+            gc.collect()  # what is garbage now is not frozen with the rest
+            gc.freeze()
         log.info("runtime.started", runtime=runtime.name, status_socket=path)
         return runtime
 
@@ -206,6 +221,7 @@ class Runtime:
         name: str | None = None,
         configure_logging: bool = True,
         share_loop: bool = True,
+        freeze_gc: bool = False,
     ) -> AsyncStart:
         """`start` for asyncio hosts, on a worker thread so the host's loop goes on:
         `runtime = await Runtime.astart(...)`, or `async with Runtime.astart(...) as runtime:`
@@ -224,9 +240,10 @@ class Runtime:
         - an `async def` tool that blocks (CPU work, a synchronous client) holds the host's
           requests too: make such tools plain `def` (they run in `tool_tasks`).
         `share_loop=False` gives the runtime its own event-loop thread, as `start` does.
+        `freeze_gc` is `start`'s.
         """
         return AsyncStart(
-            lambda loop: cls._start(config, name, configure_logging, loop), share_loop
+            lambda loop: cls._start(config, name, configure_logging, loop, freeze_gc), share_loop
         )
 
     def _start_tree(self) -> None:

@@ -4,6 +4,7 @@ that ends every open stream with a terminal, and logging left to the application
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import threading
 from collections.abc import Iterator
@@ -161,6 +162,34 @@ def test_configure_logging_false_leaves_structlog_alone() -> None:
             assert not structlog.is_configured()
     finally:
         structlog.reset_defaults()
+
+
+class _SetUp:
+    """An object of the application's set-up, alive before the runtime starts."""
+
+
+def test_freeze_gc_freezes_what_is_alive_once_the_runtime_started_and_only_then() -> None:
+    gc.unfreeze()
+    before = _SetUp()
+    try:
+        with Runtime.start(CONFIG):
+            assert gc.get_freeze_count() == 0  # off by default: the process's GC is its own
+        with Runtime.start(CONFIG, freeze_gc=True) as runtime:
+            assert gc.get_freeze_count() > 0
+            # the set-up and the runtime's tree are frozen: no collection walks them again
+            assert not any(o is before or o is runtime for o in gc.get_objects())
+            agent = runtime.start_agent(("f", "a", 0), model=ScriptedModel(["hi"]))
+            assert agent.run("go", timeout=10).text == "hi"
+            assert any(o is agent for o in gc.get_objects())  # made after: collected as ever
+
+        async def main() -> int:
+            async with Runtime.astart(CONFIG, freeze_gc=True):
+                return gc.get_freeze_count()
+
+        gc.unfreeze()
+        assert asyncio.run(main()) > 0
+    finally:
+        gc.unfreeze()
 
 
 def test_the_default_never_overrides_the_application_s_logging() -> None:
