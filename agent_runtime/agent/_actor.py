@@ -184,11 +184,15 @@ class AgentActor(SupervisedActor):
 
     def _offer_start(self) -> None:
         """Offer the start ticket while idle, when a prompt's start can fail only by a race (a
-        system prompt that is a Template renders per run, and may fail: no ticket then)."""
-        if self.run is None and isinstance(self.system_prompt, str):
-            self.shell.offer_start(self.actor_ref)
-        else:
+        system prompt that is a Template renders per run, and may fail: no ticket then).
+
+        While a run is in progress the actor offers none, and leaves alone the one its
+        driver offers with the run's end (`offer_start_after`): on a busy machine this
+        actor may still be finishing the run's start when the run has already ended."""
+        if not isinstance(self.system_prompt, str):
             self.shell.withdraw_start()
+        elif self.run is None:
+            self.shell.offer_start(self.actor_ref)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Once started, every assignment to the state goes through the test hook.

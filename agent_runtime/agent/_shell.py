@@ -179,6 +179,8 @@ class AgentShell:
         if inbox.follow_ups or inbox.steering or not isinstance(self.options.system_prompt, str):
             return
         with self._lock:
+            if self._reserved == view.run_id:  # its start arrived: the actor has yet to say so
+                self._reserved = None
             if not view.end_handled:  # else the actor offered its own, or started another run
                 self._offer_locked(started_by)
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent_runtime import AgentBusy, AgentStopped, Runtime
-from agent_runtime.agent import _actor, _driver
+from agent_runtime.agent import _actor, _driver, _shell
 from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.events import AgentEnd, Canceled, Event
 from agent_runtime.memory import MemoryPolicy
@@ -251,6 +251,36 @@ def test_a_prompt_right_after_run_returns_does_not_wait_for_the_actor_to_handle_
     assert isinstance(events[-1], AgentEnd) and events[-1].run_id == run_id
     texts = [m.text for m in agent.state().messages]
     assert texts == ["one", "first", "two", "second"]
+
+
+def test_a_run_that_ends_before_its_actor_is_done_starting_it_still_offers_the_ticket(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a busy machine a short run can end while its actor is still finishing its start
+    # (it marks the reservation arrived last); the ticket offered with the end must survive.
+    returned = threading.Event()
+    arrived = _shell.AgentShell.reservation_arrived
+
+    def late(shell: _shell.AgentShell, run_id: str) -> None:
+        returned.wait(5)  # until the test's run() has returned
+        arrived(shell, run_id)
+
+    monkeypatch.setattr(_shell.AgentShell, "reservation_arrived", late)
+    gate = Gate(monkeypatch, "_fact_facts")  # then the actor is held at the run's end
+    agent = runtime.start_agent(
+        ("s", "a", 0), model=ScriptedModel(["first", "second"]), memory=MemoryPolicy.none()
+    )
+    sub = agent.subscribe()
+    assert agent.run("one", timeout=10).text == "first"
+    returned.set()
+    assert gate.arrived.wait(5)
+    started = time.monotonic()
+    run_id = agent.prompt("two")
+    assert time.monotonic() - started < 1.0  # the actor is held at the gate for up to 10 s
+    gate.opened.set()
+    events = list(sub.until_end(timeout=10, run_id=run_id))
+    assert isinstance(events[-1], AgentEnd) and events[-1].run_id == run_id
+    assert [m.text for m in agent.state().messages] == ["one", "first", "two", "second"]
 
 
 def test_after_a_run_an_agent_with_a_template_prompt_still_asks_its_actor(
