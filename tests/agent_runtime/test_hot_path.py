@@ -433,3 +433,36 @@ def test_an_idle_agent_keeps_nothing_of_a_closed_subscription() -> None:
             return freed() is None
 
         wait_until(collected, timeout=5, what="the closed subscription was freed")
+
+
+def test_an_idle_agent_keeps_no_task_of_its_last_run() -> None:
+    # The agent waits for its previous run's driver before the next starts; once that
+    # driver is done there is nothing to wait for, and an idle agent must not keep its task.
+    import gc
+    import weakref
+
+    from agent_runtime import Runtime
+    from agent_runtime.config import MemoryConfig, RuntimeConfig
+    from agent_runtime.memory import MemoryPolicy
+    from agent_runtime.testing import wait_until
+
+    drivers: list[weakref.ref[asyncio.Task[Any]]] = []
+
+    async def answer(request: ChatRequest) -> str:
+        task = asyncio.current_task()  # the model is read by the run's driver task itself
+        assert task is not None
+        drivers.append(weakref.ref(task))
+        return "done"
+
+    with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as rt:
+        agent = rt.start_agent(
+            ("idle", "t", 0), model=FunctionModel(answer), memory=MemoryPolicy.none()
+        )
+        assert agent.run("go", timeout=10).text == "done"
+
+        def collected() -> bool:
+            gc.collect()
+            return drivers[0]() is None
+
+        wait_until(collected, timeout=5, what="the finished driver task was freed")
+        assert agent.run("again", timeout=10).text == "done"  # and the next run starts
