@@ -107,7 +107,8 @@ class RunDriver:
 
     async def drive(self) -> None:
         shell = self.shell
-        previous, shell.last_driver = shell.last_driver, asyncio.current_task()
+        me = asyncio.current_task()
+        previous, shell.last_driver = shell.last_driver, me
         try:
             # (A driver left on an event loop that died never finishes: not waited for.)
             if previous is not None and not previous.done() and not previous.get_loop().is_closed():
@@ -145,8 +146,9 @@ class RunDriver:
         finally:
             await aclose_quietly(self.events)  # the loop's own cleanup (hand-backs, spans)
             self._settle()
-            if shell.last_driver is asyncio.current_task():  # nothing left to wait for
-                shell.last_driver = None  # (and an idle agent keeps no finished task)
+            # (Not asking asyncio: a driver closed by the collector has no running loop.)
+            if shell.last_driver is me:  # nothing left to wait for, and an idle agent
+                shell.last_driver = None  # keeps no finished task
 
     def _loop_failed(self, exc: Exception) -> Event:
         """The event that ends a run whose loop failed or ended without a terminal:
