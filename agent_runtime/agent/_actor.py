@@ -408,7 +408,7 @@ class AgentActor(SupervisedActor):
         `AgentEnd` starts a run of its own."""
         self._check_alive()
         if self.run is not None:
-            self.run.view.inbox.follow_ups.append(queued)
+            self.shell.queue_follow_up(self.run.view.inbox, queued)
             return
         self.follow_ups.append(queued)
         if time.monotonic() - self.ended_ok_at <= self.shell.options.follow_up_poll:

@@ -19,7 +19,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime.agent._host import AgentHost
 from agent_runtime.agent._messages import answer
 from agent_runtime.agent._options import AgentOptions
-from agent_runtime.agent._run import RunView
+from agent_runtime.agent._run import Queued, RunInbox, RunView
 from agent_runtime.agent._status import ActorStatus, RunProgress
 from agent_runtime.event_stream import Subscription
 from agent_runtime.event_stream._subscription import deliver, deliver_now
@@ -176,13 +176,23 @@ class AgentShell:
         wait for it. Offered only when the actor would offer it once idle (a system prompt
         that is a plain string). The driver's thread, before the run's outcome is set."""
         inbox = view.inbox
-        if inbox.follow_ups or inbox.steering or not isinstance(self.options.system_prompt, str):
-            return
-        with self._lock:
+        with self._lock:  # as `queue_follow_up`: a follow-up is queued before or after this
+            if inbox.follow_ups or inbox.steering:
+                return
+            if not isinstance(self.options.system_prompt, str):
+                return
             if self._reserved == view.run_id:  # its start arrived: the actor has yet to say so
                 self._reserved = None
             if not view.end_handled:  # else the actor offered its own, or started another run
                 self._offer_locked(started_by)
+
+    def queue_follow_up(self, inbox: RunInbox, queued: Queued) -> None:
+        """Queue `queued` in the inbox of the run in progress, withdrawing a ticket its driver
+        offered with the run's end: a follow-up that comes too late for the run starts the
+        next one, before any prompt that follows it. Actor thread."""
+        with self._lock:
+            inbox.follow_ups.append(queued)
+            self._ticket = False
 
     def end_handled(self, view: RunView) -> None:
         """The actor handled the end of `view`'s run: from now on only the actor offers the

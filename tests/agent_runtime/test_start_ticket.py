@@ -283,6 +283,42 @@ def test_a_run_that_ends_before_its_actor_is_done_starting_it_still_offers_the_t
     assert [m.text for m in agent.state().messages] == ["one", "first", "two", "second"]
 
 
+def test_a_follow_up_that_comes_too_late_for_a_run_starts_the_next_before_a_later_prompt(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The actor is slow: it handles a follow-up after the run's driver offered the ticket
+    # with the run's end, then the end itself. The follow-up still starts the next run and
+    # a prompt made after follow_up() returned finds the agent busy (no ticket was left).
+    offered = threading.Event()
+    offer = _shell.AgentShell.offer_start_after
+
+    def offer_then_tell(shell: _shell.AgentShell, view: Any, started_by: Any) -> None:
+        offer(shell, view, started_by)
+        offered.set()
+
+    monkeypatch.setattr(_shell.AgentShell, "offer_start_after", offer_then_tell)
+    follow_up = _actor.AgentActor._on_follow_up
+
+    def late_follow_up(actor: Any, queued: Any) -> None:
+        assert offered.wait(5)
+        follow_up(actor, queued)
+
+    monkeypatch.setattr(_actor.AgentActor, "_on_follow_up", late_follow_up)
+    gate = Gate(monkeypatch, "_fact_facts")  # the run's one batch of facts: its end
+    model = ScriptedModel([ScriptedTurn(text="first", delay=0.3), "second", "third"])
+    agent = runtime.start_agent(("s", "a", 0), model=model, memory=MemoryPolicy.none())
+    sub = agent.subscribe()
+    agent.prompt("one")
+    agent.follow_up("x")  # answered once the run has ended and its driver offered the ticket
+    assert gate.arrived.wait(5)
+    assert agent._shell.reserve_start("probe") is False  # the follow-up withdrew it
+    gate.opened.set()
+    ends = [e for e in sub.until_end(timeout=10) if isinstance(e, AgentEnd)]
+    ends += [e for e in sub.until_end(timeout=10) if isinstance(e, AgentEnd)]
+    assert len(ends) == 2
+    assert [m.text for m in agent.state().messages] == ["one", "first", "x", "second"]
+
+
 def test_after_a_run_an_agent_with_a_template_prompt_still_asks_its_actor(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
