@@ -456,6 +456,8 @@ class AgentActor(SupervisedActor):
             self.run.view.inbox.system_prompt = self._render(prompt)
         self.system_prompt = prompt
         self._keep(system_prompt=prompt)
+        if not isinstance(prompt, str):  # before the answer: no start after it takes a ticket
+            self.shell.withdraw_start()  # that a render could fail
 
     def _on_set_model(self, model: ChatModel) -> None:
         self._check_alive()

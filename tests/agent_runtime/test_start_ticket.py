@@ -19,7 +19,7 @@ from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.events import AgentEnd, Canceled, Event
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import UserMessage
-from agent_runtime.templates import Template
+from agent_runtime.templates import Template, TemplateError
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from supervisors._actor import actor_of
 
@@ -332,6 +332,31 @@ def test_after_a_run_an_agent_with_a_template_prompt_still_asks_its_actor(
     assert agent._shell.reserve_start("probe") is False  # no ticket: a render may fail
     gate.opened.set()
     assert agent.run("two", timeout=10).text == "second"
+
+
+def test_a_prompt_after_set_system_prompt_of_a_template_never_takes_a_ticket(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The actor answers the setter, then is slow to look at the ticket again: a prompt made
+    # after set_system_prompt returned must still be checked by the actor (and fail there).
+    prompted = threading.Event()
+    offer_start = _actor.AgentActor._offer_start
+
+    def slow_offer_start(actor: Any) -> None:
+        prompted.wait(1)  # bounded: with the fix the prompt waits for this actor
+        offer_start(actor)
+
+    agent = runtime.start_agent(
+        ("s", "a", 0), model=ScriptedModel(["first", "second"]), memory=MemoryPolicy.none()
+    )
+    assert agent.run("one", timeout=10).text == "first"
+    monkeypatch.setattr(_actor.AgentActor, "_offer_start", slow_offer_start)
+    agent.set_system_prompt(Template("missing"))
+    try:
+        with pytest.raises(TemplateError, match="missing"):
+            agent.prompt("two")
+    finally:
+        prompted.set()
 
 
 def test_a_driver_slow_to_settle_offers_no_ticket_once_its_actor_started_another_run(
