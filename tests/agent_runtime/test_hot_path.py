@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import pickle
 import threading
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,9 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
+from agent_runtime import Runtime, ToolContext
 from agent_runtime._key import AgentKey
 from agent_runtime._trusted import completed, trusted
 from agent_runtime.abort import Aborted, AbortSignal
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.events import (
     AgentEnd,
     AgentStart,
@@ -31,6 +35,7 @@ from agent_runtime.llm._abortable import iterate_abortable
 from agent_runtime.llm.types import ChatRequest, needed_capabilities
 from agent_runtime.loop import AgentContext, LoopConfig, TranscriptState, validate_transcript
 from agent_runtime.loop import run as loop_run
+from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import (
     AssistantMessage,
     ImageContent,
@@ -40,7 +45,7 @@ from agent_runtime.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn
+from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import tool
 from tests.agent_runtime.transcript_strategies import (
     assistant,
@@ -372,14 +377,6 @@ def test_a_bad_agent_key_in_the_loop_config_fails_the_first_event_as_before() ->
 def test_a_tool_runs_objects_are_freed_at_its_end_without_the_garbage_collector() -> None:
     # A tool call's context (and with it the run, its trace and its signal) must not sit in
     # a reference cycle: a long-running server would leave each tool run to the collector.
-    import gc
-    import weakref
-
-    from agent_runtime import Runtime, ToolContext
-    from agent_runtime.config import MemoryConfig, RuntimeConfig
-    from agent_runtime.memory import MemoryPolicy
-    from agent_runtime.testing import wait_until
-
     contexts: list[weakref.ref[ToolContext]] = []
 
     @tool
@@ -408,14 +405,6 @@ def test_an_idle_agent_keeps_nothing_of_a_closed_subscription() -> None:
     # The actor's last message was the subscription's `unsubscribe`: an idle actor holding it
     # kept the subscription, its buffer and its last run's events alive for as long as the
     # agent lived (~40 objects of each of a server's idle agents, all for the collector).
-    import gc
-    import weakref
-
-    from agent_runtime import Runtime
-    from agent_runtime.config import MemoryConfig, RuntimeConfig
-    from agent_runtime.memory import MemoryPolicy
-    from agent_runtime.testing import wait_until
-
     with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as rt:
         agent = rt.start_agent(
             ("idle", "a", 0), model=ScriptedModel(["done"]), memory=MemoryPolicy.none()
@@ -427,25 +416,12 @@ def test_an_idle_agent_keeps_nothing_of_a_closed_subscription() -> None:
         sub.close()  # tells the actor `unsubscribe`: its last message
         freed = weakref.ref(sub)
         del sub
-
-        def collected() -> bool:
-            gc.collect()
-            return freed() is None
-
-        wait_until(collected, timeout=5, what="the closed subscription was freed")
+        wait_collected(freed, "the closed subscription was freed")
 
 
 def test_an_idle_agent_keeps_no_task_of_its_last_run() -> None:
     # The agent waits for its previous run's driver before the next starts; once that
     # driver is done there is nothing to wait for, and an idle agent must not keep its task.
-    import gc
-    import weakref
-
-    from agent_runtime import Runtime
-    from agent_runtime.config import MemoryConfig, RuntimeConfig
-    from agent_runtime.memory import MemoryPolicy
-    from agent_runtime.testing import wait_until
-
     drivers: list[weakref.ref[asyncio.Task[Any]]] = []
 
     async def answer(request: ChatRequest) -> str:
@@ -459,10 +435,15 @@ def test_an_idle_agent_keeps_no_task_of_its_last_run() -> None:
             ("idle", "t", 0), model=FunctionModel(answer), memory=MemoryPolicy.none()
         )
         assert agent.run("go", timeout=10).text == "done"
-
-        def collected() -> bool:
-            gc.collect()
-            return drivers[0]() is None
-
-        wait_until(collected, timeout=5, what="the finished driver task was freed")
+        wait_collected(drivers[0], "the finished driver task was freed")
         assert agent.run("again", timeout=10).text == "done"  # and the next run starts
+
+
+def wait_collected(ref: weakref.ref[Any], what: str) -> None:
+    """Wait until `ref`'s object is gone, collecting cycles on each look."""
+
+    def collected() -> bool:
+        gc.collect()
+        return ref() is None
+
+    wait_until(collected, timeout=5, what=what)
