@@ -17,6 +17,7 @@ import pykka
 
 from agent_runtime._errors import AgentBusy, AgentRuntimeError, AgentStopped, CannotContinue
 from agent_runtime._key import AgentKey
+from agent_runtime._run_ids import new_run_id
 from agent_runtime.agent._history import repaired
 from agent_runtime.agent._launch import launch_run
 from agent_runtime.agent._messages import Call, Fact, answer
@@ -29,7 +30,6 @@ from agent_runtime.event_stream import Subscription
 from agent_runtime.events import AgentEnd, Error, Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import AgentContext, TranscriptState
-from agent_runtime.loop._run import new_run_id
 from agent_runtime.memory import window
 from agent_runtime.messages import AssistantMessage, Message
 from agent_runtime.templates import PromptTemplates, Template, TemplateError

@@ -13,6 +13,7 @@ import pykka
 
 from agent_runtime._errors import AgentStopped
 from agent_runtime._key import AgentKey
+from agent_runtime._run_ids import new_run_id
 from agent_runtime.agent._calls import ActorCalls
 from agent_runtime.agent._history import as_messages
 from agent_runtime.agent._messages import answer
@@ -25,7 +26,6 @@ from agent_runtime.event_stream import OverflowPolicy, Subscription
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop._output import OutputSpec
-from agent_runtime.loop._run import new_run_id
 from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
 from agent_runtime.templates import Template

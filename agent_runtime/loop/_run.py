@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 import structlog
 
 from agent_runtime._key import AgentKey
+from agent_runtime._run_ids import new_run_id
 from agent_runtime._trusted import completed
 from agent_runtime.abort import AbortSignal
 from agent_runtime.events import (
@@ -50,11 +50,6 @@ _MADE_AS_THEY_ARE: frozenset[type[Event]] = frozenset(
 )
 
 E = TypeVar("E", bound=Event)
-
-
-def new_run_id() -> str:
-    """A fresh run id: 16 hex digits, random (the agent's runs use the same form)."""
-    return uuid.uuid4().hex[:16]
 
 
 class _Run:

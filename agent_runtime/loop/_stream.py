@@ -11,11 +11,12 @@ from typing import Any
 import structlog
 
 from agent_runtime._errors import StreamClosed, StreamOverflow
+from agent_runtime._run_ids import new_run_id
 from agent_runtime.abort import AbortSignal
 from agent_runtime.config import EventStreamConfig, RuntimeConfig
 from agent_runtime.event_stream import EventStream
 from agent_runtime.events import AgentEnd, Canceled, Error, Event, Terminal
-from agent_runtime.loop._run import check_continuable, continue_run, new_run_id, run
+from agent_runtime.loop._run import check_continuable, continue_run, run
 from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost
 from agent_runtime.messages import Message
 
