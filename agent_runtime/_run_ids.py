@@ -7,16 +7,17 @@ import os
 
 _BLOCK = 256  # ids per read
 _pool: collections.deque[str] = collections.deque()
-os.register_at_fork(after_in_child=_pool.clear)  # a forked process never reuses its parent's
+if hasattr(os, "register_at_fork"):  # (not on Windows, which has no fork)
+    os.register_at_fork(after_in_child=_pool.clear)  # a forked child never reuses its parent's
 
 
 def new_run_id() -> str:
     """A fresh run id: 16 hex digits, 64 bits from `os.urandom`; thread-safe.
 
-    The ids are read 256 at a time: `os.urandom` releases the GIL, and a thread that takes
-    it back from a busy event loop waits up to the switch interval (5 ms). With one read per
-    id, every `prompt()` or `astream()` made on a server's loop during a burst of runs gave
-    the loop away once."""
+    The ids are read 256 at a time: `os.urandom` releases the GIL, and the thread that
+    called it then waits to take it back from whichever thread got it. With one read per id,
+    every `prompt()` or `astream()` made on a server's loop during a burst of starts handed
+    the loop's GIL to the actor threads and waited for them."""
     try:
         return _pool.popleft()
     except IndexError:
