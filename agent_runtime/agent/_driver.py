@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -34,6 +34,7 @@ from agent_runtime.events import (
     is_terminal,
 )
 from agent_runtime.llm._abortable import aclose_quietly
+from agent_runtime.loop.types import UpdateSink
 from agent_runtime.memory import SessionWriter
 from agent_runtime.messages import AssistantMessage, Message
 from supervisors import EventLoopDied
@@ -73,14 +74,13 @@ class RunDriver:
         self,
         shell: AgentShell,
         view: RunView,
-        events: AsyncIterator[Event],
+        loop: Callable[[UpdateSink], AsyncIterator[Event]],
         tell: Callable[..., None],
         writer: SessionWriter | None,
         started_by: pykka.ActorRef[Any],
     ) -> None:
         self.shell = shell
         self.view = view
-        self.events = events
         self.tell = tell
         self.writer = writer
         self.started_by = started_by  # the actor told of the run's end
@@ -98,6 +98,8 @@ class RunDriver:
         self.turn = 0
         self.phase: Phase = "starting"
         self.running_tools: dict[str, str] = {}  # call id -> tool name, in start order
+        # The run's events, but its tokens: those the loop hands to `on_update` directly.
+        self.events = loop(self.on_update)
 
     @functools.cached_property
     def log(self) -> Any:
@@ -149,6 +151,20 @@ class RunDriver:
             # (Not asking asyncio: a driver closed by the collector has no running loop.)
             if shell.last_driver is me:  # nothing left to wait for, and an idle agent
                 shell.last_driver = None  # keeps no finished task
+
+    def on_update(self, event: MessageUpdate) -> Awaitable[None] | None:
+        """A streamed token of the run, handed over by the loop in place of yielding it (what
+        `drive` does with an event, for the one kind there is most of)."""
+        if self.turn_ended:
+            self._flush()
+        self.last_seq = event.seq
+        self.view.stream_event = event
+        shell = self.shell
+        if shell.subscriptions or shell.parent is not None:
+            full = shell.fan_out_now(event, False)
+            if full:
+                return shell.fan_out_rest(full, event)
+        return None
 
     def _loop_failed(self, exc: Exception) -> Event:
         """The event that ends a run whose loop failed or ended without a terminal:

@@ -14,9 +14,8 @@ from agent_runtime.agent._run import RunView
 from agent_runtime.agent._shell import AgentShell
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import AgentContext, LoopConfig
-from agent_runtime.loop import continue_run as loop_continue_run
-from agent_runtime.loop import run as loop_run
 from agent_runtime.loop._output import OutputSpec
+from agent_runtime.loop._run import run_into
 from agent_runtime.messages import Message
 
 
@@ -43,12 +42,9 @@ def launch_run(
     config = _loop_config(shell, view, model, trace_links, tell)
     if output is not None:
         config = config.model_copy(update={"output": output})
-    if prompts is None:
-        events = loop_continue_run(context, config, view.signal)
-    else:
-        events = loop_run(prompts, context, config, view.signal)
     writer = host.memory_writer if shell.options.memory.write else None
-    driver = RunDriver(shell, view, events, tell, writer, actor)
+    loop = functools.partial(run_into, prompts, context, config, view.signal)
+    driver = RunDriver(shell, view, loop, tell, writer, actor)
     future = host.loop_tasks.submit(driver.drive())
     future.add_done_callback(driver.done)
 

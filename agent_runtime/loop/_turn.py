@@ -35,7 +35,7 @@ from agent_runtime.llm.types import (
 from agent_runtime.loop._call_ids import call_ids_in, unique_call_ids
 from agent_runtime.loop._overflow import halved
 from agent_runtime.loop._transcript import TranscriptState, validate_transcript
-from agent_runtime.loop.types import LoopConfig, RetryPolicy, Stamp
+from agent_runtime.loop.types import LoopConfig, RetryPolicy, Stamp, UpdateSink
 from agent_runtime.messages import (
     AssistantMessage,
     Message,
@@ -179,6 +179,7 @@ async def stream_turn(
     transcript: TranscriptState | None = None,
     *,
     guards: GuardrailRunner | None = None,
+    on_update: UpdateSink | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Call the model, yielding MessageStart/Update/End and retry events; fill `outcome`.
 
@@ -186,6 +187,10 @@ async def stream_turn(
     `outcome.error` is the guardrail's reason) and the answer once it is complete (a blocking
     failure: its MessageEnd has stop_reason `error`, it is not committed, and `outcome.error`
     is the reason); the streamed deltas before that are not held back.
+
+    `on_update`, when given, takes each `MessageUpdate` instead of the generator yielding it
+    (the run's one consumer handing a token on without two generator layers in between); an
+    awaitable it returns is awaited before the next chunk is read (backpressure).
 
     A failed attempt ends with a MessageEnd of its partial message (stop_reason `error`) and
     is never committed; its tool calls never run. An abort (of the stream or of a backoff
@@ -218,9 +223,13 @@ async def stream_turn(
                         yield stamp(MessageStart, message=builder.snapshot())
                     delta = _delta(chunk, builder.add(chunk))
                     if delta is not None:
-                        yield stamp(
+                        update = stamp(
                             MessageUpdate, snapshot=builder.deferred_snapshot(), delta=delta
                         )
+                        if on_update is None:
+                            yield update
+                        elif (wait := on_update(update)) is not None:
+                            await wait
             finally:
                 await aclose_quietly(chunks)  # a run closed mid-answer closes it now, not at GC
             response = builder.build()

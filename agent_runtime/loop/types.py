@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream import OverflowPolicy
-from agent_runtime.events import Event
+from agent_runtime.events import Event, MessageUpdate
 from agent_runtime.guardrails._base import Guardrail, validated
 from agent_runtime.llm.base import ChatModel, check_chat_model
 from agent_runtime.llm.types import ReasoningLevel
@@ -31,6 +31,11 @@ class Stamp(Protocol):
     """`stamp(kind, **fields)`: a new event of the run, with its identity and next `seq`."""
 
     def __call__(self, kind: type[E], /, **fields: Any) -> E: ...
+
+
+# Takes a run's MessageUpdate in place of the run's generator yielding it; returns None, or an
+# awaitable the run awaits before it reads the next chunk (the consumer's backpressure).
+UpdateSink = Callable[[MessageUpdate], Awaitable[None] | None]
 
 
 class LoopHost(Protocol):
