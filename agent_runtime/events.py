@@ -64,6 +64,13 @@ _set = object.__setattr__  # how a frozen model's slots are filled without valid
 # Taken only to swap a deferred MessageUpdate's message in (once per event that is read).
 _SWAPPING = threading.Lock()
 
+# The `__pydantic_fields_set__` of every per-token event, shared: a set is an object the
+# garbage collector tracks, and a token's events wait in a subscription until read. Safe to
+# share because these models are frozen (pydantic changes the set only on assignment, and
+# `model_copy` copies it first); a materialised update gets a set of its own.
+_DELTA_FIELDS = {"kind", "content_index", "delta"}
+_DEFERRED_UPDATE_FIELDS = {"agent", "run_id", "seq", "ts", "delta"}
+
 
 class _EventBase(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -110,7 +117,7 @@ class MessageDelta(BaseModel):
         guarantees (a run's own builder): not validated again, once per streamed token."""
         made = cls.__new__(cls)
         _set(made, "__dict__", {"kind": kind, "content_index": content_index, "delta": delta})
-        _set(made, "__pydantic_fields_set__", {"kind", "content_index", "delta"})
+        _set(made, "__pydantic_fields_set__", _DELTA_FIELDS)
         _set(made, "__pydantic_extra__", None)
         _set(made, "__pydantic_private__", None)
         return made
@@ -156,7 +163,7 @@ class MessageUpdate(_EventBase):
                 "delta": delta,
             },
         )
-        _set(event, "__pydantic_fields_set__", {"agent", "run_id", "seq", "ts", "delta"})
+        _set(event, "__pydantic_fields_set__", _DEFERRED_UPDATE_FIELDS)
         _set(event, "__pydantic_extra__", None)
         _set(event, "__pydantic_private__", {"_snapshot": snapshot})
         return event
@@ -182,7 +189,7 @@ class MessageUpdate(_EventBase):
                 message = built
                 fields = {k: v for k, v in self.__dict__.items() if k != "delta"}
                 fields["message"], fields["delta"] = message, self.__dict__["delta"]
-                self.__pydantic_fields_set__.add("message")
+                _set(self, "__pydantic_fields_set__", {*self.__pydantic_fields_set__, "message"})
                 object.__setattr__(self, "__dict__", fields)  # one swap: never half-built
                 self.__pydantic_private__["_snapshot"] = None  # type: ignore[index]
         return message

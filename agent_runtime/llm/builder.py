@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,9 +101,11 @@ class ChatResponseBuilder:
         has grown (blocks only grow), so making it costs the number of blocks, holding it no
         copy of the text, and calling it what `snapshot()` costs."""
         blocks = self._blocks
-        # Once per streamed token: one block is the common case, so no generator for it.
-        marks = (_mark(blocks[0]),) if len(blocks) == 1 else tuple([_mark(b) for b in blocks])
-        return functools.partial(_marked_snapshot, self.model, self.provider, self._usage, marks)
+        if len(blocks) == 1:  # once per streamed token: the common case is one object
+            return _MarkedSnapshot(self.model, self.provider, self._usage, blocks[0], None)
+        return _MarkedSnapshot(
+            self.model, self.provider, self._usage, None, tuple([_mark(b) for b in blocks])
+        )
 
     def add(self, chunk: StreamChunk) -> int | None:
         """Fold one chunk into the answer; returns the index of the content block it touched
@@ -358,8 +359,39 @@ def _mark(block: _Block) -> _Mark:
     return (block, len(block.parts), None, None)
 
 
-def _marked_snapshot(
-    model: str, provider: str, usage: Usage, marks: tuple[_Mark, ...]
-) -> AssistantMessage:
-    # Without a builder: this runs once per streamed token that a reader looks at.
-    return _snapshot_of(marks, usage, model, provider)
+class _MarkedSnapshot:
+    """The answer as it was when made: one object for a one-block answer, so a streamed token
+    leaves one object for the garbage collector to track here, not four (a partial, its
+    arguments and two tuples of marks) while a reader has not taken it yet."""
+
+    __slots__ = (
+        "block",
+        "changing_a",
+        "changing_b",
+        "count",
+        "marks",
+        "model",
+        "provider",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        model: str,
+        provider: str,
+        usage: Usage,
+        block: _Block | None,
+        marks: tuple[_Mark, ...] | None,
+    ) -> None:
+        self.model, self.provider, self.usage, self.marks = model, provider, usage, marks
+        self.block = block
+        if block is not None:  # the block's part count and the two fields that may change
+            _, self.count, self.changing_a, self.changing_b = _mark(block)
+
+    def __call__(self) -> AssistantMessage:
+        # Without a builder: this runs once per streamed token that a reader looks at.
+        marks = self.marks
+        if marks is None:
+            assert self.block is not None
+            marks = ((self.block, self.count, self.changing_a, self.changing_b),)
+        return _snapshot_of(marks, self.usage, self.model, self.provider)

@@ -447,3 +447,38 @@ def wait_collected(ref: weakref.ref[Any], what: str) -> None:
         return ref() is None
 
     wait_until(collected, timeout=5, what=what)
+
+
+def test_a_buffered_token_leaves_few_objects_for_the_garbage_collector() -> None:
+    # A subscriber's thread reads only when it gets the GIL: meanwhile each token's event
+    # waits in its buffer, survives collections and pushes the collector towards full
+    # collections (which halved the streaming rate at ten tracked objects per token).
+    deltas = 500
+    model = ScriptedModel([ScriptedTurn(chunks=["a"] * deltas)])
+    with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as rt:
+        agent = rt.start_agent(("gc", "s", 0), model=model, memory=MemoryPolicy.none())
+        sub = agent.subscribe(max_queue=deltas + 100)
+        gc.collect()
+        gc.disable()
+        try:
+            before = len(gc.get_objects())
+            agent.prompt("go")
+            agent.wait_for_idle(timeout=10)
+            per_token = (len(gc.get_objects()) - before) / deltas
+        finally:
+            gc.enable()
+        updates = [e for e in sub.until_end(timeout=10) if isinstance(e, MessageUpdate)]
+    assert len(updates) == deltas and updates[-1].message.text == "a" * deltas
+    assert per_token <= 6, f"{per_token:.1f} tracked objects per buffered token"
+
+
+def test_per_token_events_keep_their_own_fields_set_when_copied_or_read() -> None:
+    first = MessageUpdate.deferred(lambda: _message("h"), MessageDelta.of("text", 0, "h"))
+    second = MessageUpdate.deferred(lambda: _message("he"), MessageDelta.of("text", 0, "e"))
+    assert first.message.text == "h"  # materialised: "message" is now set on it alone
+    assert "message" in first.model_fields_set and "message" not in second.model_fields_set
+    copied = second.delta.model_copy(update={"delta": "x"})
+    assert copied.delta == "x" and second.delta.delta == "e"
+    assert second.model_copy(update={"seq": 9}).seq == 9 and second.seq == 0
+    assert second.model_fields_set == {"agent", "run_id", "seq", "ts", "delta"}
+    assert first.delta.model_fields_set == {"kind", "content_index", "delta"}
