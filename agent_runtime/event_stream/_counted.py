@@ -25,9 +25,9 @@ class CountedCondition:
         finally:
             self.waiting -= 1
 
-    def notify(self) -> None:
+    def notify(self, n: int = 1) -> None:
         if self.waiting:
-            self._condition.notify()
+            self._condition.notify(n)
 
     def notify_all(self) -> None:
         if self.waiting:

@@ -52,6 +52,7 @@ class GapQueue(Generic[T]):
     """
 
     __slots__ = (
+        "_gapped",
         "_gaps",
         "_is_pinned",
         "_items",
@@ -66,6 +67,7 @@ class GapQueue(Generic[T]):
     def __init__(self, pinned: Callable[[T], bool] | None = None) -> None:
         self._items: deque[T] = deque()
         self._gaps: deque[int] = deque()  # _gaps[i]: items dropped right before _items[i]
+        self._gapped = 0  # how many of _gaps are not 0 (none: a reader may take items in bulk)
         self._tail_gap = 0  # items dropped after the last queued item
         self._is_pinned = pinned
         self._pinned = 0  # how many queued items are pinned
@@ -89,7 +91,9 @@ class GapQueue(Generic[T]):
         is, if the caller knows already (else the queue's `pinned` tells)."""
         self._items.append(item)
         self._gaps.append(self._tail_gap)
-        self._tail_gap = 0
+        if self._tail_gap:
+            self._gapped += 1
+            self._tail_gap = 0
         self.accepted += 1
         if pinned is None:
             pinned = self._is_pinned is not None and self._is_pinned(item)
@@ -116,6 +120,8 @@ class GapQueue(Generic[T]):
         if i == len(self._items):
             raise IndexError("no unpinned item to evict")
         carry = self._gaps[i] + 1
+        if carry > 1:  # that gap leaves with its item
+            self._gapped -= 1
         if i == 0:
             self._items.popleft()
             self._gaps.popleft()
@@ -124,6 +130,8 @@ class GapQueue(Generic[T]):
             del self._gaps[i]
         self.evicted += 1
         if i < len(self._items):
+            if not self._gaps[i]:
+                self._gapped += 1
             self._gaps[i] += carry
         else:
             self._tail_gap += carry
@@ -132,10 +140,34 @@ class GapQueue(Generic[T]):
         """Remove the oldest item, counting it delivered; return it with the gap before it."""
         item = self._items.popleft()
         gap = self._gaps.popleft()
+        if gap:
+            self._gapped -= 1
         self.delivered += 1
         if self._pinned and self._is_pinned is not None and self._is_pinned(item):
             self._pinned -= 1
         return gap, item
+
+    def take_ungapped(self, limit: int) -> list[T]:
+        """Remove up to `limit` oldest items at once, counted delivered, when no gap lies
+        before any queued item; else (or when empty) `[]`, and `popleft` hands out each
+        item with its gap. The reader's common case: nothing dropped, no marker to place."""
+        items = self._items
+        if self._gapped or not items:
+            return []
+        if limit >= len(items):
+            out = list(items)
+            items.clear()
+            self._gaps.clear()
+        else:
+            take, skip = items.popleft, self._gaps.popleft
+            out = [take() for _ in range(limit)]
+            for _ in range(limit):
+                skip()
+        self.delivered += len(out)
+        if self._pinned:
+            assert self._is_pinned is not None
+            self._pinned -= sum(1 for item in out if self._is_pinned(item))
+        return out
 
     def pop_tail_gap(self) -> int:
         """Return and clear the gap after the last item (for the marker before the terminal)."""

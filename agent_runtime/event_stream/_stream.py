@@ -454,9 +454,7 @@ class EventStream:
         q = self._queue
         if q:
             gap, event = q.popleft()
-            if self._overflow == "block":
-                self._writable.notify()
-                self._async_writable.wake_all_locked()
+            self._freed_locked(1)
         elif self._terminal is not None:
             gap, event = q.pop_tail_gap(), self._terminal
         else:
@@ -557,11 +555,19 @@ class EventStream:
             await asyncio.sleep(0)
         return out
 
+    def _freed_locked(self, count: int) -> None:
+        """`count` events left the queue: as many pushers waiting for space may go on."""
+        if self._overflow == "block":
+            self._writable.notify(count)
+            self._async_writable.wake_all_locked()
+
     def _take_many_locked(self, max_items: int) -> list[Event]:
         """Up to `max_items` events, each after its gap marker, ending with the terminal if
         it is reached."""
-        out: list[Event] = []
-        count = 0
+        out: list[Event] = self._queue.take_ungapped(max_items)  # no markers: in one go
+        count = len(out)
+        if count:
+            self._freed_locked(count)
         while count < max_items and (taken := self._take_locked()) is not None:
             marker, item = taken
             if marker is not None:

@@ -26,6 +26,7 @@ from agent_runtime.event_stream import (
     StreamClosed,
     StreamOverflow,
 )
+from agent_runtime.event_stream._gap_queue import GapQueue
 from agent_runtime.event_stream._timers import pending_timers
 from agent_runtime.events import (
     AgentEnd,
@@ -1036,3 +1037,53 @@ def test_a_long_step_wakes_a_thread_reader_at_once_unless_it_may_wait(
     asyncio.run(long_step())
     assert delivered_in_step[0] >= 5, stream.stats()
     assert seqs(reader()) == [*range(1, 11), "agent_end"]
+
+
+queue_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(0, 9)),  # 0: a pinned item
+        st.tuples(st.just("refuse"), st.just(0)),
+        st.tuples(st.just("evict"), st.just(0)),
+        st.tuples(st.just("take"), st.integers(1, 5)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=queue_ops)
+def test_taking_in_bulk_hands_out_what_taking_one_by_one_does(ops: list[tuple[str, int]]) -> None:
+    # Two queues fed alike; one reader takes with `take_ungapped` where it can, the other
+    # only with `popleft`: both see the same items with the same gaps, counted alike.
+    bulk: GapQueue[int] = GapQueue(pinned=lambda item: item == 0)
+    single: GapQueue[int] = GapQueue(pinned=lambda item: item == 0)
+    bulk_seen: list[tuple[int, int]] = []
+    single_seen: list[tuple[int, int]] = []
+    for op, arg in ops:
+        if op == "append":
+            bulk.append(arg)
+            single.append(arg)
+        elif op == "refuse":
+            bulk.refuse()
+            single.refuse()
+        elif op == "evict" and bulk.held:
+            bulk.evict()
+            single.evict()
+        elif op == "take":
+            taken = bulk.take_ungapped(arg)
+            bulk_seen += [(0, item) for item in taken]
+            while len(taken) < arg and bulk:
+                bulk_seen.append(bulk.popleft())
+                taken.append(0)
+            for _ in range(arg):
+                if single:
+                    single_seen.append(single.popleft())
+        assert bulk_seen == single_seen
+        assert (bulk.held, len(bulk), bulk.delivered, bulk.evicted, bulk.dropped) == (
+            single.held,
+            len(single),
+            single.delivered,
+            single.evicted,
+            single.dropped,
+        )
+    assert bulk.pop_tail_gap() == single.pop_tail_gap()
