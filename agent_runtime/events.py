@@ -71,6 +71,14 @@ _SWAPPING = threading.Lock()
 _DELTA_FIELDS = {"kind", "content_index", "delta"}
 _DEFERRED_UPDATE_FIELDS = {"agent", "run_id", "seq", "ts", "delta"}
 
+# The slots every pydantic model has, filled through their descriptors: what validation
+# leaves in an instance, without `object.__setattr__`'s lookup by name (per streamed token).
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_new = object.__new__
+
 
 class _EventBase(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -115,12 +123,7 @@ class MessageDelta(BaseModel):
     ) -> MessageDelta:
         """`MessageDelta(kind=..., content_index=..., delta=...)` from values the caller
         guarantees (a run's own builder): not validated again, once per streamed token."""
-        made = cls.__new__(cls)
-        _set(made, "__dict__", {"kind": kind, "content_index": content_index, "delta": delta})
-        _set(made, "__pydantic_fields_set__", _DELTA_FIELDS)
-        _set(made, "__pydantic_extra__", None)
-        _set(made, "__pydantic_private__", None)
-        return made
+        return delta_of(kind, content_index, delta)
 
 
 class MessageUpdate(_EventBase):
@@ -148,25 +151,7 @@ class MessageUpdate(_EventBase):
         seq: int = 0,
     ) -> MessageUpdate:
         """An update whose `message` is `snapshot()`, called once, when first needed."""
-        # What model_construct does, without its generic work (defaults, private-attr setup):
-        # this runs once per streamed token.
-        event = cls.__new__(cls)
-        _set(
-            event,
-            "__dict__",
-            {
-                "agent": agent,
-                "run_id": run_id,
-                "seq": seq,
-                "ts": time.time(),
-                "type": "message_update",
-                "delta": delta,
-            },
-        )
-        _set(event, "__pydantic_fields_set__", _DEFERRED_UPDATE_FIELDS)
-        _set(event, "__pydantic_extra__", None)
-        _set(event, "__pydantic_private__", {"_snapshot": snapshot})
-        return event
+        return deferred_update(snapshot, delta, agent, run_id, seq)
 
     def __getattr__(self, name: str) -> Any:
         if name == "message":
@@ -215,6 +200,45 @@ class MessageUpdate(_EventBase):
     def __repr_args__(self) -> Any:
         self._materialized()
         return super().__repr_args__()
+
+
+def delta_of(
+    kind: Literal["text", "thinking", "tool_call"], content_index: int, delta: str
+) -> MessageDelta:
+    """`MessageDelta.of`, called directly (no class attribute lookup): once per streamed token."""
+    made = _new(MessageDelta)
+    _set_dict(made, {"kind": kind, "content_index": content_index, "delta": delta})
+    _set_fields_set(made, _DELTA_FIELDS)
+    _set_extra(made, None)
+    _set_private(made, None)
+    return made
+
+
+def deferred_update(
+    snapshot: Callable[[], AssistantMessage],
+    delta: MessageDelta,
+    agent: AgentKey | None,
+    run_id: str,
+    seq: int,
+) -> MessageUpdate:
+    """`MessageUpdate.deferred`, called directly: what `model_construct` does, without its
+    generic work (defaults, private-attribute set-up), once per streamed token."""
+    event = _new(MessageUpdate)
+    _set_dict(
+        event,
+        {
+            "agent": agent,
+            "run_id": run_id,
+            "seq": seq,
+            "ts": time.time(),
+            "type": "message_update",
+            "delta": delta,
+        },
+    )
+    _set_fields_set(event, _DEFERRED_UPDATE_FIELDS)
+    _set_extra(event, None)
+    _set_private(event, {"_snapshot": snapshot})
+    return event
 
 
 class MessageEnd(_EventBase):

@@ -25,6 +25,7 @@ from agent_runtime.events import (
     MessageUpdate,
     TurnEnd,
     TurnStart,
+    deferred_update,
 )
 from agent_runtime.guardrails._runner import GuardrailRunner
 from agent_runtime.loop._batch import ToolBatch
@@ -117,12 +118,8 @@ class _Run:
         """A new event of the run, built with its identity and next `seq` (never copied)."""
         self.seq += 1
         if kind is MessageUpdate and "snapshot" in fields:  # the per-token event: no message yet
-            update = MessageUpdate.deferred(
-                fields["snapshot"],
-                fields["delta"],
-                agent=self.agent,
-                run_id=self.run_id,
-                seq=self.seq,
+            update = deferred_update(
+                fields["snapshot"], fields["delta"], self.agent, self.run_id, self.seq
             )
             return update  # type: ignore[return-value]  # E is MessageUpdate here
         fields["agent"], fields["run_id"], fields["seq"] = self.agent, self.run_id, self.seq

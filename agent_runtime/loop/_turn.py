@@ -18,6 +18,7 @@ from agent_runtime.events import (
     MessageUpdate,
     ProviderRetry,
     ProviderRetryEnd,
+    delta_of,
 )
 from agent_runtime.guardrails._runner import GuardrailRunner, request_text, response_text
 from agent_runtime.llm._abortable import aclose_quietly, await_abortable, iterate_abortable
@@ -162,11 +163,11 @@ def _delta(chunk: StreamChunk, index: int | None) -> MessageDelta | None:
     if index is None:
         return None
     if isinstance(chunk, TextDelta):
-        return MessageDelta.of("text", index, chunk.text)
+        return delta_of("text", index, chunk.text)
     if isinstance(chunk, ThinkingDelta):
-        return MessageDelta.of("thinking", index, chunk.text)
+        return delta_of("thinking", index, chunk.text)
     if isinstance(chunk, ToolCallDelta):
-        return MessageDelta.of("tool_call", index, chunk.arguments)
+        return delta_of("tool_call", index, chunk.arguments)
     return None
 
 
