@@ -37,15 +37,18 @@ class AbortSignal:
     def __init__(self, signal_id: int | None = None) -> None:
         self.id = signal_id if signal_id is not None else next(_ids)
         self._lock = threading.Lock()
-        self._event = threading.Event()
+        self._aborted = False  # written under the lock; read without it (one bool)
+        # Made by the first `wait()`: most runs' signals are never waited on by a thread, and
+        # an Event is a condition, a lock and a deque for the collector to track, per run.
+        self._event: threading.Event | None = None
         self._reason: Any = None
         self._callbacks: dict[int, AbortCallback] = {}
-        self._callback_ids = itertools.count()
+        self._next_callback = 0
 
     @property
     def aborted(self) -> bool:
         """True once `abort()` was called (and not cleared since)."""
-        return self._event.is_set()
+        return self._aborted
 
     @property
     def reason(self) -> Any:
@@ -55,10 +58,12 @@ class AbortSignal:
     def abort(self, reason: Any = None) -> bool:
         """Abort; returns True if this call aborted it, False if it already was."""
         with self._lock:
-            if self._event.is_set():
+            if self._aborted:
                 return False
             self._reason = reason if reason is not None else "aborted"
-            self._event.set()
+            self._aborted = True
+            if self._event is not None:
+                self._event.set()
             callbacks = list(self._callbacks.values())
         for callback in callbacks:
             try:
@@ -70,12 +75,20 @@ class AbortSignal:
     def clear(self) -> None:
         """Reset to not aborted, forgetting the reason; registered callbacks stay."""
         with self._lock:
-            self._event.clear()
+            self._aborted = False
+            if self._event is not None:
+                self._event.clear()
             self._reason = None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until aborted or `timeout` seconds pass; True if aborted."""
-        return self._event.wait(timeout)
+        with self._lock:
+            if self._aborted:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     async def wait_async(self, timeout: float | None = None) -> bool:
         """Await the abort without blocking the event loop; True if aborted in time."""
@@ -103,9 +116,10 @@ class AbortSignal:
         thread and must not block.
         """
         with self._lock:
-            key = next(self._callback_ids)
+            key = self._next_callback
+            self._next_callback += 1
             self._callbacks[key] = callback
-            already = self._event.is_set()
+            already = self._aborted
 
         def remove() -> None:
             with self._lock:
@@ -117,8 +131,8 @@ class AbortSignal:
 
     def raise_if_aborted(self) -> None:
         """Raise `Aborted(reason)` if the signal is aborted."""
-        if self.aborted:
-            raise Aborted(self.reason)
+        if self._aborted:
+            raise Aborted(self._reason)
 
     def __repr__(self) -> str:
         state = f"aborted reason={self._reason!r}" if self.aborted else "clear"

@@ -44,6 +44,27 @@ def test_wait_times_out_when_not_aborted() -> None:
     assert AbortSignal().wait(timeout=0.01) is False
 
 
+def test_a_cleared_signal_is_waited_on_again_until_the_next_abort() -> None:
+    signal = AbortSignal()
+    signal.abort("first")
+    assert signal.wait(timeout=0) is True  # aborted before anyone waited: at once
+    signal.clear()
+    assert signal.wait(timeout=0.01) is False
+    waiting = threading.Event()
+    woke: list[bool] = []
+
+    def waiter() -> None:
+        waiting.set()
+        woke.append(signal.wait(timeout=10))
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    waiting.wait(5)
+    signal.abort("second")
+    thread.join(timeout=5)
+    assert woke == [True] and signal.reason == "second"
+
+
 def test_wait_async_wakes_without_blocking_the_loop() -> None:
     signal = AbortSignal()
 
