@@ -72,7 +72,8 @@ from agent_runtime.testing import ScriptedModel, ScriptedTurn
 
 @tool
 async def lookup(ctx: ToolContext, topic: str) -> str:
-    """Look a topic up (an async tool: it runs on the runtime's loop, not the server's)."""
+    """Look a topic up (an async tool: it runs on the runtime's loop, which `Runtime.astart`
+    shares with this server by default, so it must not block)."""
     await asyncio.sleep(0.01)
     return f"notes on {topic}"
 
