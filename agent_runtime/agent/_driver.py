@@ -92,6 +92,7 @@ class RunDriver:
         self.terminal: Event | None = None
         self.settled = False
         self.facts: list[tuple[str, tuple[Any, ...]]] = []  # not yet told to the actor
+        self.flush_scheduled = False  # a flush at the end of this loop step is on its way
         self.turn_ended = False
         self.last_seq = 0  # of the loop's last event, for an end the driver has to make
         self.counters = shell.host.counters
@@ -126,7 +127,7 @@ class RunDriver:
                     event = await self._end(event)  # a terminal still
                 else:
                     if self.turn_ended:  # the run goes on after a turn: the actor hears of it
-                        self._flush()
+                        self._flush_when_seen()
                     self.last_seq = event.seq
                     self._apply(event)
                 if shell.subscriptions or shell.parent is not None:  # else nobody to hand it to
@@ -156,7 +157,7 @@ class RunDriver:
         """A streamed token of the run, handed over by the loop in place of yielding it (what
         `drive` does with an event, for the one kind there is most of)."""
         if self.turn_ended:
-            self._flush()
+            self._flush_when_seen()
         self.last_seq = event.seq
         self.view.stream_event = event
         shell = self.shell
@@ -230,13 +231,13 @@ class RunDriver:
             self.running_tools[event.tool_call_id] = event.name
             self._progress()
             self.facts.append(("tool_started", (event.tool_call_id,)))
-            self._flush()  # a tool may run for long: state() shows it at once
+            self._flush_when_seen()  # a tool may run for long: state() shows it soon
         elif isinstance(event, ToolExecutionEnd):
             self.running_tools.pop(event.tool_call_id, None)
             self._progress()
             self.counters.tool_ended(event.is_error, event.result.details)
             self.facts.append(("tool_ended", (event.tool_call_id,)))
-            self._flush()
+            self._flush_when_seen()
         elif isinstance(event, TurnEnd):
             self._commit()
             self.turn_ended = True
@@ -265,6 +266,24 @@ class RunDriver:
         if self.facts:
             facts, self.facts = self.facts, []
             self.tell("facts", self.view.run_id, facts)
+
+    def _flush_when_seen(self) -> None:
+        """Tell the facts now when someone sees the event that follows (a subscriber, or a
+        delegating parent's): a reader of that event finds them in `state()`. Otherwise once
+        this step of the loop is over, with the step's other facts: a tool call's start, its
+        end and the next turn's start then cost the actor one wake-up, not three."""
+        shell = self.shell
+        if shell.subscriptions or shell.parent is not None:
+            self._flush()
+            return
+        self.turn_ended = False
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self.flush_scheduled = False
+        self._flush()  # nothing left to tell once the run's end flushed everything
 
     def _commit(self) -> None:
         unit, self.unit = self.unit, []

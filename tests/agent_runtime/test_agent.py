@@ -26,6 +26,7 @@ from agent_runtime import (
     StreamOverflow,
     delegate,
 )
+from agent_runtime.agent._actor import AgentActor
 from agent_runtime.agent._run import RunInbox
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import (
@@ -40,6 +41,7 @@ from agent_runtime.events import (
 )
 from agent_runtime.llm import ChatRequest, ProviderError
 from agent_runtime.loop import RetryPolicy, validate_transcript
+from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import Message, ToolCall, ToolResultMessage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, ToolContext, tool
@@ -231,6 +233,58 @@ def test_streamed_tokens_cost_no_cross_thread_wakeups(
 
     few, many = wakeups_for(0, 10), wakeups_for(1, 500)
     assert many <= few + 2 and many < 10  # a fixed handful per run, not one per token
+
+
+def test_a_tool_turn_nobody_watches_tells_the_actor_its_facts_in_two_messages(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a subscriber nobody can see an event before the actor hears of it, so a tool
+    # call's start, its end and the next turn's start travel with the rest of their loop
+    # step: the actor wakes twice per run (the tool's start, the end), not four times. A
+    # subscriber that sees a tool start finds the call in `state()`: told before it.
+    told: list[list[str]] = []
+    original = AgentActor._fact_facts
+
+    def counted(self: AgentActor, run_id: str, facts: list[tuple[str, Any]]) -> None:
+        told.append([name for name, _ in facts])
+        original(self, run_id, facts)
+
+    monkeypatch.setattr(AgentActor, "_fact_facts", counted)
+
+    gate = threading.Event()
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up (once the test let it)."""
+        gate.wait(10)
+        return key.upper()
+
+    def facts_of_a_tool_turn(index: int, watched: bool) -> list[list[str]]:
+        model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("c", "lookup", key="k")]), "ok"])
+        agent = runtime.start_agent(
+            ("s", "facts", index), model=model, tools=[lookup], memory=MemoryPolicy.none()
+        )
+        told.clear()
+        gate.clear()
+        if watched:
+            with agent.subscribe() as sub:
+                agent.prompt("go")
+                for event in sub.until_end(timeout=10):
+                    if isinstance(event, ToolExecutionStart):
+                        pending = agent.state().pending_tool_calls
+                        gate.set()
+                        assert pending == ["c"]
+        else:
+            gate.set()
+            agent.run("go", timeout=10)
+        agent.wait_for_idle(timeout=5)
+        return list(told)
+
+    alone = facts_of_a_tool_turn(0, watched=False)
+    assert [batch[-1] for batch in alone] == ["tool_started", "run_ended"], alone
+    assert [name for batch in alone for name in batch].count("message_committed") == 4
+    watched = facts_of_a_tool_turn(1, watched=True)
+    assert [batch[-1] for batch in watched[:2]] == ["tool_started", "tool_ended"], watched
 
 
 def test_unsubscribe_and_a_dropped_subscription_are_pruned(runtime: Runtime) -> None:
@@ -828,7 +882,6 @@ def test_session_history_survives_the_runtime(tmp_path: Path) -> None:
 
 
 def test_memory_policies_read_write_and_window(runtime: Runtime) -> None:
-    from agent_runtime.memory import MemoryPolicy
 
     runtime.start_agent(("s", "a", 0), model=ScriptedModel(["1", "2"])).run("x", timeout=5)
     blind = runtime.start_agent(
