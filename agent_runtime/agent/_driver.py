@@ -50,8 +50,11 @@ class RunDriver:
 
     Guarantees:
     - The actor hears only committed facts: each message ended, each tool started and ended,
-      and the run's end; never one per token, and batched: at each tool's start and end, when
-      the run goes on after a turn, and with the run's end (a text-only run is one message).
+      and the run's end; never one per token, and batched: at each tool's start and end and
+      when the run goes on after a turn (at once when a subscriber sees the run, else once
+      the loop's step is over, together), and with the run's end (a text-only run is one
+      message). A subscriber that sees an event after such a point finds its facts in
+      `state()`, also one that subscribed in the middle of the step.
       The partial message is published on the view.
     - Each turn (an assistant message with its tool results) is appended to session memory as
       one batch when it ends, off the event loop, in order; the run's end is told and delivered
@@ -131,6 +134,8 @@ class RunDriver:
                     self.last_seq = event.seq
                     self._apply(event)
                 if shell.subscriptions or shell.parent is not None:  # else nobody to hand it to
+                    if self.flush_scheduled and self.facts:  # a subscriber came mid-step
+                        self._flush()
                     full = shell.fan_out_now(event, terminal)
                     if full:  # a `block` reader is behind: wait for it (backpressure)
                         await shell.fan_out_rest(full, event)
@@ -162,6 +167,8 @@ class RunDriver:
         self.view.stream_event = event
         shell = self.shell
         if shell.subscriptions or shell.parent is not None:
+            if self.flush_scheduled and self.facts:  # a subscriber came mid-step
+                self._flush()
             full = shell.fan_out_now(event, False)
             if full:
                 return shell.fan_out_rest(full, event)

@@ -27,7 +27,9 @@ from agent_runtime import (
     delegate,
 )
 from agent_runtime.agent._actor import AgentActor
+from agent_runtime.agent._driver import RunDriver
 from agent_runtime.agent._run import RunInbox
+from agent_runtime.agent._shell import AgentShell
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import (
     AgentEnd,
@@ -285,6 +287,61 @@ def test_a_tool_turn_nobody_watches_tells_the_actor_its_facts_in_two_messages(
     assert [name for batch in alone for name in batch].count("message_committed") == 4
     watched = facts_of_a_tool_turn(1, watched=True)
     assert [batch[-1] for batch in watched[:2]] == ["tool_started", "tool_ended"], watched
+
+
+def test_a_subscriber_that_comes_mid_step_finds_the_facts_of_what_it_sees(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tool's start was recorded with nobody watching (its facts then wait for the end
+    # of the loop's step); a subscription published right then must not see the start
+    # before the actor does.
+    gate = threading.Event()
+    joined: dict[str, Any] = {}
+
+    @tool
+    def hold() -> str:
+        """Wait for the test."""
+        gate.wait(10)
+        return "held"
+
+    original = RunDriver._apply
+
+    def apply_then_subscribe(self: RunDriver, event: Any) -> None:
+        original(self, event)
+        if isinstance(event, ToolExecutionStart) and "sub" not in joined:
+            joined["sub"] = joined["agent"].subscribe()  # as if the actor took it just now
+
+    checked = threading.Event()
+    fan_out = AgentShell.fan_out_now
+
+    def fan_out_then_wait(self: AgentShell, event: Any, terminal: bool) -> Any:
+        full = fan_out(self, event, terminal)
+        if isinstance(event, ToolExecutionStart):
+            checked.wait(5)  # the loop's step goes on only once the reader looked
+        return full
+
+    monkeypatch.setattr(RunDriver, "_apply", apply_then_subscribe)
+    monkeypatch.setattr(AgentShell, "fan_out_now", fan_out_then_wait)
+    model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("h", "hold")]), "done"])
+    agent = runtime.start_agent(
+        ("s", "midstep", 0), model=model, tools=[hold], memory=MemoryPolicy.none()
+    )
+    joined["agent"] = agent
+    agent.prompt("go")
+    wait_until(lambda: "sub" in joined, what="the subscription mid-step")
+    try:
+        for event in joined["sub"].until_end(timeout=10):
+            if isinstance(event, ToolExecutionStart):
+                pending = agent.state().pending_tool_calls
+                checked.set()
+                assert pending == ["h"]
+                break
+        else:
+            raise AssertionError("the subscriber never saw the tool start")
+    finally:
+        checked.set()
+        gate.set()
+    agent.wait_for_idle(timeout=5)
 
 
 def test_unsubscribe_and_a_dropped_subscription_are_pruned(runtime: Runtime) -> None:
