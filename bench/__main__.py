@@ -30,35 +30,33 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 # Why a figure misses its target (kept with the table in RESULTS.md).
 REASONS = {
-    "one text turn, p99": "at the edge (950 us on a quiet machine, 1,100-1,600 us in a slow "
-    "phase): the tail is garbage collection and GIL hand-offs between the caller, the actor "
-    "and the loop threads",
+    "one text turn, p99": "at the edge (650-1,000 us in quiet runs, 1,300-2,100 us in noisy "
+    "ones): the tail is GIL hand-offs between the caller, the actor and the loop threads",
     "one text turn, p50": "a message to the actor, the actor's hop to the loop and the run's "
     "end back to the caller, with the actor handling the run's facts on a third thread in "
-    "between, for the same GIL: ~650 us of CPU across the three threads (~360 us of it on "
-    "the loop) against the baseline's ~110-170 us",
+    "between, for the same GIL: ~400 us of CPU on the loop alone (~600-750 us across the "
+    "three threads, a reset included) against the baseline's ~70-190 us",
     "text turn with 3,000 messages, p50": "the run reads the agent's history in place and "
     "the checks are incremental (TranscriptState); what is left is one copy of the history per "
     "model call, for its request, and the session memory read at each start (the empty "
     "figure reads none)",
     "one tool call then text, p50": "two model calls, the tool's hop to the tool_tasks pool and "
-    "back, and two batches of facts to the actor on top of the text turn; the bare baseline's "
-    "tool turn itself measured 45-180 us across runs, and the ratio moves with it",
+    "back, and one more batch of facts to the actor (the tool's start) on top of the text "
+    "turn; the bare baseline's tool turn itself measured 45-180 us across runs, and the ratio "
+    "moves with it",
     "1000 concurrent runs of a 100 ms model, wall": "each prompt is a message to an actor "
     "thread (the start ticket spares the round trip), and the run set-up happens on 1000 actor "
     "threads contending for the GIL",
     "2500 concurrent runs of a 100 ms model, wall": "as for 1000; garbage collection of the "
-    "per-run objects grows with the burst (gc.freeze() after start-up gained only 3-5%, so it "
-    "is not used)",
-    "1000 streamed deltas to one subscriber": "the producer's own cost, ~10 us per delta on a "
-    "quiet machine and ~17-25 us on a slow one (four generator layers: provider, abort watch, "
-    "turn, run; the provider's TextDelta and the MessageUpdate are pydantic models); the "
-    "reading thread is woken once per loop step, not per delta, so it no longer trades the GIL "
-    "per token",
-    "1000 deltas, each of 10 subscribers": "one EventStream push per subscriber per delta, and "
-    "ten reader threads contending for the GIL (36-37k/s on a quiet machine, 13-17k/s on a "
-    "slow one)",
-    "spawn + stop of an agent, p50": "at the edge (1.5-2.5x from run to run): on top of "
+    "runs in flight (~155 tracked objects each) is 30-45% of the burst's wall time "
+    "(gc.freeze() after start-up gained only 3-5%, so it is not used)",
+    "1000 streamed deltas to one subscriber": "at the edge (~110k/s on a quiet machine): the "
+    "producer's own cost, ~8-9 us per delta on the loop (the fake provider's TextDelta, the "
+    "abort watch, the builder, the per-token events, the push), plus ~1 us per delta for the "
+    "reader thread, which reads once the loop's step is over",
+    "1000 deltas, each of 10 subscribers": "at the edge (28-46k/s from run to run): one "
+    "EventStream push per subscriber per delta, and ten reader threads contending for the GIL",
+    "spawn + stop of an agent, p50": "at the edge (1.5-2.9x from run to run): on top of "
     "the bare actor's thread start and stop, AgentOptions validated, the shell and handle "
     "made, the registry and session memory in the actor's on_start, and its exit monitor",
     "abort of a hung stream to Canceled, p99": "a tail of the machine (its p50 is ~500 us): "
