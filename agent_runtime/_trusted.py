@@ -34,18 +34,28 @@ def trusted(cls: type[M], fields: dict[str, Any]) -> M:
     names = _field_names(cls)
     private = _private_defaults(cls)
     values = {name: fields[name] for name in names}
-    return _instance(cls, values, set(names), None if private is None else dict(private))
+    return filled(cls, values, set(names), None if private is None else dict(private))
 
 
-def _instance(
+# The slots every pydantic model has, set through their descriptors (no lookup by name).
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_new = object.__new__
+
+
+def filled(
     cls: type[M], values: dict[str, Any], fields_set: set[str], private: dict[str, Any] | None
 ) -> M:
-    """What validation leaves in an instance, put there directly."""
-    instance = cls.__new__(cls)
-    object.__setattr__(instance, "__dict__", values)
-    object.__setattr__(instance, "__pydantic_fields_set__", fields_set)
-    object.__setattr__(instance, "__pydantic_extra__", None)
-    object.__setattr__(instance, "__pydantic_private__", private)
+    """What validation leaves in an instance, put there directly: `values` as its fields
+    (none checked or copied), `fields_set` as the fields it counts as set (kept, not copied:
+    callers may share one set among frozen instances), `private` as its private attributes."""
+    instance = _new(cls)
+    _set_dict(instance, values)
+    _set_fields_set(instance, fields_set)
+    _set_extra(instance, None)
+    _set_private(instance, private)
     return instance
 
 
@@ -92,7 +102,7 @@ def completed(cls: type[M], fields: dict[str, Any]) -> M:
     if given != len(fields):
         unknown = sorted(set(fields) - set(values))
         raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))}")
-    return _instance(cls, values, set(fields), None)
+    return filled(cls, values, set(fields), None)
 
 
 def _defaults(cls: type[BaseModel]) -> _Defaults:

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from agent_runtime._key import AgentKey
+from agent_runtime._trusted import filled
 from agent_runtime.messages import AssistantMessage, Message, ToolResult, ToolResultMessage
 
 __all__ = [
@@ -70,14 +71,6 @@ _SWAPPING = threading.Lock()
 # `model_copy` copies it first); a materialised update gets a set of its own.
 _DELTA_FIELDS = {"kind", "content_index", "delta"}
 _DEFERRED_UPDATE_FIELDS = {"agent", "run_id", "seq", "ts", "delta"}
-
-# The slots every pydantic model has, filled through their descriptors: what validation
-# leaves in an instance, without `object.__setattr__`'s lookup by name (per streamed token).
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-_new = object.__new__
 
 
 class _EventBase(BaseModel):
@@ -206,12 +199,8 @@ def delta_of(
     kind: Literal["text", "thinking", "tool_call"], content_index: int, delta: str
 ) -> MessageDelta:
     """`MessageDelta.of`, called directly (no class attribute lookup): once per streamed token."""
-    made = _new(MessageDelta)
-    _set_dict(made, {"kind": kind, "content_index": content_index, "delta": delta})
-    _set_fields_set(made, _DELTA_FIELDS)
-    _set_extra(made, None)
-    _set_private(made, None)
-    return made
+    values = {"kind": kind, "content_index": content_index, "delta": delta}
+    return filled(MessageDelta, values, _DELTA_FIELDS, None)
 
 
 def deferred_update(
@@ -223,22 +212,15 @@ def deferred_update(
 ) -> MessageUpdate:
     """`MessageUpdate.deferred`, called directly: what `model_construct` does, without its
     generic work (defaults, private-attribute set-up), once per streamed token."""
-    event = _new(MessageUpdate)
-    _set_dict(
-        event,
-        {
-            "agent": agent,
-            "run_id": run_id,
-            "seq": seq,
-            "ts": time.time(),
-            "type": "message_update",
-            "delta": delta,
-        },
-    )
-    _set_fields_set(event, _DEFERRED_UPDATE_FIELDS)
-    _set_extra(event, None)
-    _set_private(event, {"_snapshot": snapshot})
-    return event
+    values = {
+        "agent": agent,
+        "run_id": run_id,
+        "seq": seq,
+        "ts": time.time(),
+        "type": "message_update",
+        "delta": delta,
+    }
+    return filled(MessageUpdate, values, _DEFERRED_UPDATE_FIELDS, {"_snapshot": snapshot})
 
 
 class MessageEnd(_EventBase):
