@@ -95,7 +95,10 @@ class RunDriver:
         self.terminal: Event | None = None
         self.settled = False
         self.facts: list[tuple[str, tuple[Any, ...]]] = []  # not yet told to the actor
-        self.flush_scheduled = False  # a flush at the end of this loop step is on its way
+        # A point was passed after which the actor must hear of the facts: they go before the
+        # next event anyone sees, else at the end of this loop step (`_flush_point`).
+        self.flush_due = False
+        self.flush_scheduled = False  # that end-of-step flush is on its way
         self.turn_ended = False
         self.last_seq = 0  # of the loop's last event, for an end the driver has to make
         self.counters = shell.host.counters
@@ -130,11 +133,11 @@ class RunDriver:
                     event = await self._end(event)  # a terminal still
                 else:
                     if self.turn_ended:  # the run goes on after a turn: the actor hears of it
-                        self._flush_when_seen()
+                        self._flush_point()
                     self.last_seq = event.seq
                     self._apply(event)
                 if shell.subscriptions or shell.parent is not None:  # else nobody to hand it to
-                    if self.flush_scheduled and self.facts:  # a subscriber came mid-step
+                    if self.flush_due:  # its reader finds the facts in state()
                         self._flush()
                     full = shell.fan_out_now(event, terminal)
                     if full:  # a `block` reader is behind: wait for it (backpressure)
@@ -162,12 +165,12 @@ class RunDriver:
         """A streamed token of the run, handed over by the loop in place of yielding it (what
         `drive` does with an event, for the one kind there is most of)."""
         if self.turn_ended:
-            self._flush_when_seen()
+            self._flush_point()
         self.last_seq = event.seq
         self.view.stream_event = event
         shell = self.shell
         if shell.subscriptions or shell.parent is not None:
-            if self.flush_scheduled and self.facts:  # a subscriber came mid-step
+            if self.flush_due:
                 self._flush()
             full = shell.fan_out_now(event, False)
             if full:
@@ -238,13 +241,13 @@ class RunDriver:
             self.running_tools[event.tool_call_id] = event.name
             self._progress()
             self.facts.append(("tool_started", (event.tool_call_id,)))
-            self._flush_when_seen()  # a tool may run for long: state() shows it soon
+            self._flush_point()  # a tool may run for long: state() shows it soon
         elif isinstance(event, ToolExecutionEnd):
             self.running_tools.pop(event.tool_call_id, None)
             self._progress()
             self.counters.tool_ended(event.is_error, event.result.details)
             self.facts.append(("tool_ended", (event.tool_call_id,)))
-            self._flush_when_seen()
+            self._flush_point()
         elif isinstance(event, TurnEnd):
             self._commit()
             self.turn_ended = True
@@ -269,28 +272,26 @@ class RunDriver:
     def _flush(self) -> None:
         """Tell the actor the facts gathered since the last flush, in one message: a thread
         hop costs far more than a fact, so they travel together."""
-        self.turn_ended = False
+        self.turn_ended = self.flush_due = False
         if self.facts:
             facts, self.facts = self.facts, []
             self.tell("facts", self.view.run_id, facts)
 
-    def _flush_when_seen(self) -> None:
-        """Tell the facts now when someone sees the event that follows (a subscriber, or a
-        delegating parent's): a reader of that event finds them in `state()`. Otherwise once
+    def _flush_point(self) -> None:
+        """The actor must hear of the facts so far: before the next event that a subscriber
+        (or a delegating parent's) sees, so its reader finds them in `state()`, else once
         this step of the loop is over, with the step's other facts: a tool call's start, its
         end and the next turn's start then cost the actor one wake-up, not three."""
-        shell = self.shell
-        if shell.subscriptions or shell.parent is not None:
-            self._flush()
-            return
         self.turn_ended = False
+        self.flush_due = True
         if not self.flush_scheduled:
             self.flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._scheduled_flush)
 
     def _scheduled_flush(self) -> None:
         self.flush_scheduled = False
-        self._flush()  # nothing left to tell once the run's end flushed everything
+        if self.flush_due:  # (not once a subscriber's event or the run's end took them)
+            self._flush()
 
     def _commit(self) -> None:
         unit, self.unit = self.unit, []
