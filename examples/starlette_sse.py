@@ -15,8 +15,9 @@ What it shows:
 - `/healthz` answers from the server's loop however many streams are open; `/lag` reports the
   loop's worst and 95th-percentile lag (`?reset=1` starts a new measurement).
 
-The model is offline by default: a scripted model that calls an async tool, then streams
-`chunks` words `delay` seconds apart (both query parameters of `/runs`). Set
+The model is offline by default: a scripted model that, in every run, calls an async tool,
+then streams `chunks` words `delay` seconds apart (query parameters of the `/runs` request
+that starts the session's agent). Set
 `AGENT_RUNTIME_EXAMPLE_PROFILE` to a profile name of your `config/runtime.toml` to talk to a
 real model instead. `/control` streams the same number of events, made on the server's own
 loop without the library: the baseline for the loop's lag.
@@ -57,7 +58,7 @@ from agent_runtime.events import (
     TurnEnd,
     TurnStart,
 )
-from agent_runtime.llm import ChatModel, from_config
+from agent_runtime.llm import ChatModel, ChatRequest, from_config
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import (
     AssistantMessage,
@@ -67,7 +68,7 @@ from agent_runtime.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent_runtime.testing import ScriptedModel, ScriptedTurn
+from agent_runtime.testing import FunctionModel, ScriptedTurn
 
 
 @tool
@@ -79,16 +80,19 @@ async def lookup(ctx: ToolContext, topic: str) -> str:
 
 
 def model_for(chunks: int, delay: float) -> ChatModel:
+    """The session's model, made with its agent: the configured profile's, or an offline one
+    that answers every run of the session alike (the tool call, then `chunks` words)."""
     profile = os.environ.get("AGENT_RUNTIME_EXAMPLE_PROFILE")
     if profile:
         return from_config(profile)
     call = ToolCall(id="lookup-1", name="lookup", arguments={"topic": "the question"})
-    return ScriptedModel(
-        [
-            ScriptedTurn(tool_calls=[call]),
-            ScriptedTurn(chunks=[f"word{i} " for i in range(chunks)], chunk_delay=delay),
-        ]
-    )
+    ask = ScriptedTurn(tool_calls=[call])
+    words = ScriptedTurn(chunks=[f"word{i} " for i in range(chunks)], chunk_delay=delay)
+
+    async def answer(request: ChatRequest) -> ScriptedTurn:
+        return words if isinstance(request.messages[-1], ToolResultMessage) else ask
+
+    return FunctionModel(answer, model="scripted", record_requests=False)
 
 
 def sse(event: Event) -> str:

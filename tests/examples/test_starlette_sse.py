@@ -239,6 +239,23 @@ def test_100_streams_keep_the_host_loop_lag_within_twice_the_control(
     assert lag.worst <= 2 * control.worst, (lag, control)
 
 
+def test_a_session_answers_every_run_not_only_its_first(server: Server) -> None:
+    """The session's agent is made at its first request; its later runs stream alike (the
+    offline model answers every run, not a script of one)."""
+
+    async def main() -> list[Stream]:
+        streams = [Stream(), Stream()]
+        async with httpx.AsyncClient(timeout=30) as client:
+            for stream in streams:
+                url = f"{server.url}/runs?chunks=3&delay=0"
+                await read_stream(client, url, f"again-{SUFFIX}", stream)
+        return streams
+
+    first, second = asyncio.run(main())
+    assert first.terminals == second.terminals == ["agent_end"]
+    assert [name for name, _ in second.raw] == [name for name, _ in first.raw]
+
+
 def test_sigint_ends_every_open_stream_with_a_terminal_and_the_server_within_5s(
     server: Server,
 ) -> None:
