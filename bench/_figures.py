@@ -14,6 +14,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
 from typing import Any
 
 import pykka
@@ -127,6 +128,70 @@ def bare_actor_start_stop(n: int) -> list[float]:
         Bare.start().stop()
         samples.append(time.perf_counter() - started)
     return samples
+
+
+class FloorActor(pykka.ThreadingActor):
+    """The floor of one pykka actor per agent, with no library work: a run starts with a
+    message to the agent's thread, which hands it to the loop thread (one hop), and ends
+    with the answer back to the caller (a hop) and a message to the thread (its end)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, turn: Callable[[], Any]) -> None:
+        super().__init__()
+        self.loop = loop
+        self.turn = turn
+        self.history: list[Any] = []
+
+    def on_receive(self, message: Any) -> None:
+        kind, payload = message
+        if kind == "ended":
+            self.history.extend(payload)
+            return
+        asyncio.run_coroutine_threadsafe(self._run(payload), self.loop)
+
+    async def _run(self, answer: Future[Any]) -> None:
+        messages = await self.turn()
+        answer.set_result(messages)
+        self.actor_ref.tell(("ended", messages))
+
+
+def floor_turns(n: int) -> list[float]:
+    """`bare_turn` through a `FloorActor`: the caller waits for the answer."""
+    host = LoopThread()
+    actor = FloorActor.start(host.loop, bare_turn)
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        answer: Future[Any] = Future()
+        actor.tell(("run", answer))
+        answer.result(timeout=10)
+        samples.append(time.perf_counter() - started)
+    actor.stop()
+    host.close()
+    return samples
+
+
+def floor_burst(n: int) -> float:
+    """`bare_burst` through `n` `FloorActor`s (one run each, all at once): wall time."""
+
+    async def one() -> list[Any]:
+        await asyncio.sleep(0.1)
+        return []
+
+    host = LoopThread()
+    actors = [FloorActor.start(host.loop, one) for _ in range(n)]
+    gc.collect()
+    started = time.perf_counter()
+    answers: list[Future[Any]] = []
+    for actor in actors:
+        answers.append(Future())
+        actor.tell(("run", answers[-1]))
+    for answer in answers:
+        answer.result(timeout=60)
+    wall = time.perf_counter() - started
+    for actor in actors:
+        actor.stop()
+    host.close()
+    return wall
 
 
 # -- agent-runtime ------------------------------------------------------------------------------
