@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test test-host test-live test-cluster serve-local lint pytest bench peers-venv clean
+.PHONY: run test test-host test-live test-cluster serve-local lint pytest bench bench-host peers-venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,11 @@ peers-venv: $(PEERS_STAMP)
 
 bench: $(STAMP) peers-venv
 	$(BIN)/python -m bench
+
+# The host's loop lag under 100 SSE streams (examples/starlette_sse.py under uvicorn), against
+# the floor of one bare pykka actor per agent: ~2 minutes, not part of `make bench`.
+bench-host: $(STAMP)
+	$(BIN)/python -m bench.host
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

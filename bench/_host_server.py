@@ -1,0 +1,79 @@
+"""examples/starlette_sse.py under uvicorn, with one more route, `/floor`: the bench of the
+host's loop lag (`python -m bench.host`) runs it in a process of its own.
+
+`/floor` streams the events of `/control` (made on the server's loop without the library)
+through the skeleton of one pykka actor per agent: each session gets a bare actor (started on
+a worker thread, as `Runtime.astart_agent` starts an agent), each run is a message to it that
+hands the run back to the loop, the facts an agent's actor hears of during a tool run (the
+tool's start and end, the turn's end) are messages to it, and so is the run's end. No code of
+the library runs: what it lags the loop by is what one thread per agent costs the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import runpy
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pykka
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "starlette_sse.py"
+FACTS = frozenset({"tool_execution_start", "tool_execution_end", "turn_end"})
+
+
+class FloorAgent(pykka.ThreadingActor):
+    """A bare actor in an agent's place: it hands each run back to the loop and keeps what
+    it is told."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self.loop = loop
+        self.heard: list[str] = []
+
+    def on_receive(self, message: Any) -> None:
+        kind, payload = message
+        if kind == "start":
+            self.loop.call_soon_threadsafe(payload.set_result, None)
+        else:
+            self.heard.append(payload)
+
+
+def main() -> None:
+    example = runpy.run_path(str(EXAMPLE), run_name="starlette_sse")
+    agents: dict[bytes, pykka.ActorRef[Any]] = {}
+
+    async def floor(request: Request) -> Response:
+        chunks = int(request.query_params.get("chunks", "20"))
+        delay = float(request.query_params.get("delay", "0.01"))
+        session = await request.body()
+        loop = asyncio.get_running_loop()
+        agent = agents.get(session)
+        if agent is None:
+            agent = agents[session] = await asyncio.to_thread(FloorAgent.start, loop)
+        started: asyncio.Future[None] = loop.create_future()
+        agent.tell(("start", started))
+        await started
+
+        async def body_stream() -> AsyncIterator[str]:
+            for event in example["control_events"](chunks):
+                if event is None:
+                    await asyncio.sleep(delay)
+                    continue
+                if event.type in FACTS:
+                    agent.tell(("fact", event.type))
+                yield example["sse"](event)
+            agent.tell(("fact", "run_ended"))
+
+        return StreamingResponse(body_stream(), media_type="text/event-stream")
+
+    example["app"].router.routes.append(Route("/floor", floor, methods=["POST"]))
+    example["main"]()
+
+
+if __name__ == "__main__":
+    main()
