@@ -150,6 +150,31 @@ def test_table_tracks_live_signals_and_forgets_dropped_ones() -> None:
     assert table.get(kept.id) is None
 
 
+def test_table_stays_exact_while_threads_make_release_and_drop_signals() -> None:
+    table = AbortTable()
+    kept: list[list[AbortSignal]] = [[] for _ in range(8)]
+
+    def churn(mine: list[AbortSignal]) -> None:
+        for i in range(2000):
+            signal = table.new()
+            if i % 3 == 0:
+                table.release(signal)
+            elif i % 3 == 1:
+                mine.append(signal)
+            # else: dropped here, and leaves the table by itself
+
+    threads = [threading.Thread(target=churn, args=(mine,)) for mine in kept]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    gc.collect()
+    live = [signal for mine in kept for signal in mine]
+    assert table.count() == len(live) == 8 * 667
+    assert all(table.get(signal.id) is signal for signal in live)
+    assert table.abort_all("shutdown") == len(live)
+
+
 def test_abort_all_aborts_every_live_signal_once() -> None:
     table = AbortTable()
     signals = [table.new() for _ in range(5)]
