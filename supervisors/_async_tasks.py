@@ -13,7 +13,7 @@ import pykka
 from supervisors._actor import ExitReason, SupervisedActor, actor_of
 from supervisors._handle import ActorHandle
 from supervisors._hosted_loop import HostedEventLoop
-from supervisors._loop_tasks import LoopTasks
+from supervisors._loop_tasks import LoopTasks, TaskEnded
 from supervisors._loop_thread import EventLoopThread
 
 T = TypeVar("T")
@@ -100,6 +100,17 @@ class AsyncTaskSupervisor(ActorHandle):
                 coroutine is closed).
         """
         return self._thread.submit(coro)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], ended: TaskEnded) -> None:
+        """Run `coro` as a task on the loop and call `ended(cancelled, error)` once when it
+        is over (on the loop's thread; with an `EventLoopDied` on the dying loop's thread if
+        the loop ends first): `submit` for a task nobody waits on from another thread,
+        without the concurrent future.
+
+        Raises:
+            TypeError, RuntimeError: as `submit`.
+        """
+        self._thread.spawn(coro, ended)
 
     def active(self) -> int:
         """Tasks submitted and not yet finished."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import itertools
 import threading
 import time
 import weakref
@@ -19,6 +21,9 @@ from supervisors._errors import EventLoopDied
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+
+TaskEnded = Callable[[bool, BaseException | None], None]
+"""`spawn`'s callback: (cancelled, the exception the task ended with, else None)."""
 
 _adopted: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 _adopted_lock = threading.Lock()
@@ -62,6 +67,8 @@ class LoopTasks:
         self._death: str | None = None
         self._on_death: Callable[[str], None] | None = None
         self._futures: set[Future[Any]] = set()  # of tasks not finished
+        self._spawned: dict[int, TaskEnded] = {}  # (by spawn id) of spawned tasks not finished
+        self._spawn_ids = itertools.count()
         self._tasks: set[asyncio.Task[Any]] = set()  # the loop's
 
     def watch(self, on_death: Callable[[str], None]) -> None:
@@ -96,6 +103,52 @@ class LoopTasks:
             self._futures.add(future)
         future.add_done_callback(self._done)
         return future
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], ended: TaskEnded) -> None:
+        """Run `coro` as a task on the loop, and call `ended(cancelled, error)` once when it
+        is over: on the loop's thread when the task ends, or on the dying loop's thread
+        with an `EventLoopDied` if the loop ends first. `submit` without its concurrent
+        future, for tasks nobody waits on from another thread (a run's driver): a future,
+        its condition and the chain between it and the task are ~24 objects per task in
+        flight for the garbage collector.
+
+        Raises:
+            TypeError, RuntimeError: as `submit`.
+        """
+        if not asyncio.iscoroutine(coro):
+            raise TypeError(f"spawn expects a coroutine, got {type(coro).__name__}")
+        with self._lock:
+            if self._closed:
+                coro.close()
+                why = f"stopped: {self._death}" if self._death else "stopped"
+                raise RuntimeError(f"async task supervisor {self.name!r} is {why}")
+            spawn_id = next(self._spawn_ids)
+            try:  # under the lock, as `submit`: a stop's cancellation comes after it
+                self.loop.call_soon_threadsafe(self._start_spawned, coro, spawn_id)
+            except BaseException:  # the loop was closed meanwhile
+                coro.close()
+                raise
+            self._pending += 1
+            self._spawned[spawn_id] = ended
+
+    def _start_spawned(self, coro: Coroutine[Any, Any, Any], spawn_id: int) -> None:
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(functools.partial(self._spawned_ended, spawn_id))
+
+    def _spawned_ended(self, spawn_id: int, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        with self._lock:
+            ended = self._spawned.pop(spawn_id, None)
+            if ended is not None:
+                self._pending -= 1
+        if ended is None:  # the loop died first, and `_die` told it
+            return
+        cancelled = task.cancelled()
+        error = None if cancelled else task.exception()
+        if error is not None:
+            log.warning("tasks.task.failed", loop=self.name, error=describe(error), exc_info=error)
+        ended(cancelled, error)
 
     def _done(self, future: Future[Any]) -> None:
         with self._lock:
@@ -164,13 +217,21 @@ class LoopTasks:
             on_death, self._on_death = self._on_death, None
             futures = list(self._futures)
             self._futures.clear()
-        log.error("tasks.loop.died", loop=self.name, reason=why, tasks=len(futures))
+            spawned = list(self._spawned.values())
+            self._spawned.clear()
+            self._pending -= len(spawned)
+        log.error("tasks.loop.died", loop=self.name, reason=why, tasks=len(futures) + len(spawned))
         if on_death is not None:
             _report(on_death, why, self.name)
         error = EventLoopDied(self.name, why)
         for future in futures:
             with contextlib.suppress(InvalidStateError):  # cancelled or ended meanwhile
                 future.set_exception(error)
+        for ended in spawned:
+            try:
+                ended(False, error)
+            except Exception:
+                log.exception("tasks.task.end_callback_failed", loop=self.name)
 
 
 def _report(on_death: Callable[[str], None], why: str, name: str) -> None:

@@ -189,15 +189,16 @@ class RunDriver:
             agent=self.shell.key, run_id=self.view.run_id, seq=self.last_seq + 1, reason=reason
         )
 
-    def done(self, future: Future[None]) -> None:
-        """The driver's task ended; one cancelled before it ran still settles the run, and
-        one whose event loop died under it ends the run with `Error("loop_crashed: ...")`."""
-        if future.cancelled():
+    def done(self, cancelled: bool, error: BaseException | None) -> None:
+        """The driver's task ended (`AsyncTaskSupervisor.spawn`); one cancelled before it
+        ran still settles the run, and one whose event loop died under it ends the run with
+        `Error("loop_crashed: ...")`."""
+        if cancelled:
             if self.terminal is None:
                 self._stopped_mid_run()
                 self._settle()
-        elif isinstance(lost := future.exception(), EventLoopDied):
-            self._lost_loop(lost)
+        elif isinstance(error, EventLoopDied):
+            self._lost_loop(error)
 
     def _lost_loop(self, error: EventLoopDied) -> None:
         """End the run now, from the dying loop's thread: none of its tasks runs again."""

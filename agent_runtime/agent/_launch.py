@@ -45,8 +45,7 @@ def launch_run(
     writer = host.memory_writer if shell.options.memory.write else None
     loop = functools.partial(run_into, prompts, context, config, view.signal)
     driver = RunDriver(shell, view, loop, tell, writer, actor)
-    future = host.loop_tasks.submit(driver.drive())
-    future.add_done_callback(driver.done)
+    host.loop_tasks.spawn(driver.drive(), driver.done)
 
 
 def _loop_config(

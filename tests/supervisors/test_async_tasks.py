@@ -134,3 +134,76 @@ def test_submit_rejects_what_is_not_a_coroutine(started: Started) -> None:
 
     with pytest.raises(TypeError, match="coroutine"):
         aio.submit(job)  # type: ignore[arg-type]
+
+
+class Ends:
+    """`spawn`'s callback: records each call (cancelled, error, thread) across threads."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[bool, BaseException | None, int]] = []
+        self.called = threading.Event()
+
+    def __call__(self, cancelled: bool, error: BaseException | None) -> None:
+        self.calls.append((cancelled, error, threading.get_ident()))
+        self.called.set()
+
+
+def test_spawn_runs_the_task_and_calls_back_once_on_the_loop_thread(started: Started) -> None:
+    aio = started.aio()
+    ran = threading.Event()
+    ends = Ends()
+
+    async def job() -> None:
+        await asyncio.sleep(0)
+        ran.set()
+
+    aio.spawn(job(), ends)
+
+    assert ends.called.wait(timeout=5.0) and ran.is_set()
+    wait_until(lambda: aio.active() == 0)
+    assert [(c, e) for c, e, _ in ends.calls] == [(False, None)]
+    assert ends.calls[0][2] != threading.get_ident()
+
+
+def test_spawn_reports_a_task_failure_and_the_loop_keeps_running(started: Started) -> None:
+    aio = started.aio()
+    error = LookupError("no such key")
+    ends = Ends()
+
+    async def fail() -> None:
+        raise error
+
+    aio.spawn(fail(), ends)
+
+    assert ends.called.wait(timeout=5.0)
+    assert [(c, e) for c, e, _ in ends.calls] == [(False, error)]
+    assert aio.submit(asyncio.sleep(0, "fine")).result(timeout=5.0) == "fine"
+
+
+def test_stop_cancels_spawned_tasks_and_says_so_to_their_callbacks(started: Started) -> None:
+    aio = started.aio()
+    watched = [Watched() for _ in range(3)]
+    ends = [Ends() for _ in watched]
+    for w, e in zip(watched, ends, strict=True):
+        aio.spawn(w.forever(), e)
+    assert all(w.began.wait(timeout=5.0) for w in watched)
+    assert aio.active() == 3
+
+    assert aio.stop(timeout=5.0) is True
+
+    assert all(w.cancelled.is_set() for w in watched)
+    assert [[(c, err) for c, err, _ in e.calls] for e in ends] == [[(True, None)]] * 3
+
+
+def test_spawn_after_stop_raises_and_closes_the_coroutine(started: Started) -> None:
+    aio = started.aio()
+    aio.stop()
+    watched = Watched()
+    coro = watched.forever()
+    ends = Ends()
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        aio.spawn(coro, ends)
+
+    assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED
+    assert not ends.calls and not watched.began.is_set()

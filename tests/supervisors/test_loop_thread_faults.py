@@ -123,3 +123,24 @@ def test_on_event_loop_thread_is_true_only_on_a_loop_thread(started: Started) ->
         return on_event_loop_thread()
 
     assert asyncio.run(here()) is False  # an application's own loop is not one of ours
+
+
+def test_a_loop_thread_that_dies_tells_its_spawned_tasks_once(started: Started) -> None:
+    aio = started.aio(name="doomed")
+    began = threading.Event()
+    ends: list[tuple[bool, BaseException | None]] = []
+    told = threading.Event()
+
+    def ended(cancelled: bool, error: BaseException | None) -> None:
+        ends.append((cancelled, error))
+        told.set()
+
+    aio.spawn(forever(began), ended)
+    assert began.wait(5.0)
+
+    kill_the_loop(aio.loop)
+
+    assert told.wait(10.0)
+    wait_until(lambda: not aio.alive, what="the actor's exit")
+    [(cancelled, error)] = ends
+    assert not cancelled and isinstance(error, EventLoopDied) and error.loop == "doomed"
