@@ -103,9 +103,9 @@ class AsyncTaskSupervisor(ActorHandle):
 
     def spawn(self, coro: Coroutine[Any, Any, Any], ended: TaskEnded) -> None:
         """Run `coro` as a task on the loop and call `ended(cancelled, error)` once when it
-        is over (on the loop's thread; with an `EventLoopDied` on the dying loop's thread if
-        the loop ends first): `submit` for a task nobody waits on from another thread,
-        without the concurrent future.
+        is over (on the loop's thread; with an `EventLoopDied` if the loop ends first, from
+        the thread that finds it gone): `submit` for a task nobody waits on from another
+        thread, without the concurrent future.
 
         Raises:
             TypeError, RuntimeError: as `submit`.

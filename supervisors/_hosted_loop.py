@@ -7,7 +7,7 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from supervisors._loop_tasks import LoopTasks, adopt, release
+from supervisors._loop_tasks import LoopTasks, TaskEnded, adopt, release
 
 T = TypeVar("T")
 
@@ -35,6 +35,10 @@ class HostedEventLoop(LoopTasks):
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         self._check_alive()
         return super().submit(coro)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], ended: TaskEnded) -> None:
+        self._check_alive()
+        super().spawn(coro, ended)
 
     def _check_alive(self) -> None:
         if self.loop.is_closed() and self._death is None and not self._closed:

@@ -106,8 +106,10 @@ class LoopTasks:
 
     def spawn(self, coro: Coroutine[Any, Any, Any], ended: TaskEnded) -> None:
         """Run `coro` as a task on the loop, and call `ended(cancelled, error)` once when it
-        is over: on the loop's thread when the task ends, or on the dying loop's thread
-        with an `EventLoopDied` if the loop ends first. `submit` without its concurrent
+        is over: on the loop's thread when the task ends (`cancelled` also for one a stop
+        came before), or with an `EventLoopDied` if the loop ends first (on the dying
+        loop's thread; for an adopted loop that its application closed, on the thread that
+        finds it closed). `submit` without its concurrent
         future, for tasks nobody waits on from another thread (a run's driver): a future,
         its condition and the chain between it and the task are ~24 objects per task in
         flight for the garbage collector.
@@ -132,6 +134,15 @@ class LoopTasks:
             self._spawned[spawn_id] = ended
 
     def _start_spawned(self, coro: Coroutine[Any, Any, Any], spawn_id: int) -> None:
+        if self._closed:  # stopped since (a hosted loop's stop on its own thread cancels
+            coro.close()  # only the tasks that exist): as cancelled before it began
+            with self._lock:
+                ended = self._spawned.pop(spawn_id, None)
+                if ended is not None:
+                    self._pending -= 1
+            if ended is not None:
+                ended(True, None)
+            return
         task = self.loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._spawned_ended, spawn_id))

@@ -4,6 +4,7 @@ that ends every open stream with a terminal, and logging left to the application
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import io
 import threading
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import structlog
 
-from agent_runtime import AgentBusy, Runtime
+from agent_runtime import AgentBusy, AgentStopped, Runtime
 from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.events import AgentEnd, Canceled, Event, MessageUpdate, is_terminal
 from agent_runtime.memory import MemoryPolicy
@@ -153,6 +154,36 @@ def test_stop_ends_every_open_stream_of_a_running_run_with_canceled() -> None:
     finally:
         stopper.join(15)
     assert not stopper.is_alive() and not runtime.alive
+
+
+def test_a_host_loop_closed_under_a_shared_runtime_ends_the_run_in_flight() -> None:
+    # The application ends its loop without stopping the runtime first: the run on it ends
+    # (its agent stopped with the loop), it does not hang on a loop that will never run.
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def start() -> Runtime:
+        return await Runtime.astart(CONFIG)
+
+    runtime = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    try:
+        model = ScriptedModel([ScriptedTurn(text="ok", delay=30)])
+        first = runtime.start_agent(("closed", "a", 0), model=model, memory=MemoryPolicy.none())
+        second = runtime.start_agent(
+            ("closed", "a", 1), model=ScriptedModel(["ok"]), memory=MemoryPolicy.none()
+        )
+        first.prompt("go")
+        wait_until(lambda: model.call_count == 1, what="the run at its model")
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+        with contextlib.suppress(AgentStopped):  # the loop's end may have stopped it already
+            second.prompt("go")  # a new run finds the loop closed
+        with contextlib.suppress(AgentStopped):  # (not TimeoutError: it ended with the loop)
+            first.wait_for_idle(timeout=5)
+    finally:
+        runtime.stop()
 
 
 def test_configure_logging_false_leaves_structlog_alone() -> None:

@@ -70,6 +70,53 @@ def test_a_loop_closed_before_the_stop_fails_what_was_left_on_it() -> None:
         aio.stop(1.0)
 
 
+def test_a_loop_closed_before_the_stop_tells_what_was_spawned_on_it() -> None:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever)
+    thread.start()
+    aio = AsyncTaskSupervisor.start("hosted", loop=loop)
+    began = threading.Event()
+    ends: list[tuple[bool, BaseException | None]] = []
+    try:
+
+        async def never() -> None:
+            began.set()
+            await asyncio.Event().wait()
+
+        aio.spawn(never(), lambda cancelled, error: ends.append((cancelled, error)))
+        assert began.wait(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+        late = never()
+        with pytest.raises(RuntimeError, match="closed its event loop"):
+            aio.spawn(late, lambda cancelled, error: ends.append((cancelled, error)))
+        [(cancelled, error)] = ends  # the first one, once; the late one never started
+        assert not cancelled and isinstance(error, EventLoopDied)
+        assert aio.active() == 0
+    finally:
+        aio.stop(1.0)
+
+
+def test_a_spawn_the_stop_came_before_is_told_it_was_cancelled() -> None:
+    async def main() -> list[tuple[bool, BaseException | None]]:
+        host = asyncio.get_running_loop()
+        aio = await asyncio.to_thread(AsyncTaskSupervisor.start, "hosted", loop=host)
+        ends: list[tuple[bool, BaseException | None]] = []
+        ran = []
+
+        async def job() -> None:
+            ran.append(1)
+
+        aio.spawn(job(), lambda cancelled, error: ends.append((cancelled, error)))
+        aio.stop(0)  # on the loop's own thread: before the spawned task's first step
+        await asyncio.sleep(0.01)
+        assert not ran and aio.active() == 0
+        return ends
+
+    assert asyncio.run(main()) == [(True, None)]
+
+
 def test_a_closed_loop_cannot_be_adopted() -> None:
     loop = asyncio.new_event_loop()
     loop.close()
