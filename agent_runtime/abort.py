@@ -150,6 +150,10 @@ class Aborted(Exception):
 _ids = itertools.count(1)
 
 
+class _Signals(dict[int, "weakref.KeyedRef[int, AbortSignal]"]):
+    """The table's entries: a dict that can be referred to weakly."""
+
+
 class AbortTable:
     """The runtime's table of live abort signals (Lemon's ETS table owner).
 
@@ -163,14 +167,16 @@ class AbortTable:
     """
 
     def __init__(self) -> None:
-        signals: dict[int, weakref.KeyedRef[int, AbortSignal]] = {}
+        self._signals = _Signals()
+        entries = weakref.ref(self._signals)  # not the dict: no cycle through its entries
 
         def forget(ref: weakref.KeyedRef[int, AbortSignal]) -> None:
             """A signal nobody holds any more leaves (its id is never given to another)."""
-            signals.pop(ref.key, None)
+            signals = entries()
+            if signals is not None:
+                signals.pop(ref.key, None)
 
-        self._signals = signals
-        self._forget = forget  # one for all signals; it holds the dict, not the table
+        self._forget = forget  # one for all signals
 
     def new(self) -> AbortSignal:
         """Create and register a fresh, not aborted signal."""
@@ -188,8 +194,8 @@ class AbortTable:
         self._signals.pop(signal.id, None)
 
     def count(self) -> int:
-        """How many signals are live in the table."""
-        return len(self._live())
+        """How many signals are live in the table (a collected one leaves it at once)."""
+        return len(self._signals)
 
     def abort_all(self, reason: Any = "shutdown") -> int:
         """Abort every live signal; returns how many this call aborted."""
