@@ -32,10 +32,11 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 REASONS = {
     "one text turn, p99": "at the edge (650-1,000 us in quiet runs, 1,300-2,100 us in noisy "
     "ones): the tail is GIL hand-offs between the caller, the actor and the loop threads",
-    "one text turn, p50": "a message to the actor, the actor's hop to the loop and the run's "
-    "end back to the caller, with the actor handling the run's facts on a third thread in "
-    "between, for the same GIL: ~400 us of CPU on the loop alone (~600-750 us across the "
-    "three threads, a reset included) against the baseline's ~70-190 us",
+    "one text turn, p50": "the hops themselves cost little (the floor below: ~1.1-1.4x), the "
+    "run's work does not: on the critical path the actor's start of the run (~110 us), the "
+    "loop's run to its end (~290 us: nine events, twenty deltas, three loop steps) and the "
+    "end's way back to the caller while the actor handles the run's facts on a third thread "
+    "for the same GIL (~120 us), against ~150 us the target leaves above the floor",
     "text turn with 3,000 messages, p50": "the run reads the agent's history in place and "
     "the checks are incremental (TranscriptState); what is left is one copy of the history per "
     "model call, for its request, and the session memory read at each start (the empty "
@@ -44,12 +45,16 @@ REASONS = {
     "back, and one more batch of facts to the actor (the tool's start) on top of the text "
     "turn; the bare baseline's tool turn itself measured 45-180 us across runs, and the ratio "
     "moves with it",
-    "1000 concurrent runs of a 100 ms model, wall": "each prompt is a message to an actor "
-    "thread (the start ticket spares the round trip), and the run set-up happens on 1000 actor "
-    "threads contending for the GIL",
-    "2500 concurrent runs of a 100 ms model, wall": "as for 1000; garbage collection of the "
-    "runs in flight (~155 tracked objects each) is 30-45% of the burst's wall time "
-    "(gc.freeze() after start-up gained only 3-5%, so it is not used)",
+    "1000 concurrent runs of a 100 ms model, wall": "at or over the floor's own ratio (the "
+    "table below): one bare pykka actor per agent, doing no work, already costs about the "
+    "target; each prompt is a message to an actor thread, the run set-up happens on 1000 "
+    "actor threads contending for the GIL, and garbage collection of the runs in flight "
+    "(~130 tracked objects each) is 25-45% of the wall time",
+    "2500 concurrent runs of a 100 ms model, wall": "below the floor: one bare pykka actor "
+    "per agent, doing no work, costs more than the target (the table below), so no design "
+    "with a thread per agent meets it; on top of that floor, the run set-up on 2500 actor "
+    "threads and the garbage collection of the runs in flight (30-45% of the wall time; "
+    "gc.freeze() after start-up gained only 3-5%, so it is not used)",
     "1000 streamed deltas to one subscriber": "at the edge (~110k/s on a quiet machine): the "
     "producer's own cost, ~8-9 us per delta on the loop (the fake provider's TextDelta, the "
     "abort watch, the builder, the per-token events, the push), plus ~1 us per delta for the "

@@ -132,21 +132,27 @@ def bare_actor_start_stop(n: int) -> list[float]:
 
 class FloorActor(pykka.ThreadingActor):
     """The floor of one pykka actor per agent, with no library work: a run starts with a
-    message to the agent's thread, which hands it to the loop thread (one hop), and ends
-    with the answer back to the caller (a hop) and a message to the thread (its end)."""
+    message to the agent's thread, which hands it to the loop thread as a task (one hop),
+    and ends with the answer back to the caller (a hop) and a message to the thread (its
+    end); an `ask` of "idle" answers the running run's answer (None when idle), as
+    `wait_for_idle` asks the agent's actor for its run's end."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, turn: Callable[[], Any]) -> None:
         super().__init__()
         self.loop = loop
         self.turn = turn
         self.history: list[Any] = []
+        self.running: Future[Any] | None = None
 
-    def on_receive(self, message: Any) -> None:
+    def on_receive(self, message: Any) -> Future[Any] | None:
         kind, payload = message
         if kind == "ended":
             self.history.extend(payload)
-            return
-        asyncio.run_coroutine_threadsafe(self._run(payload), self.loop)
+            self.running = None
+        elif kind == "run":
+            self.running = payload
+            self.loop.call_soon_threadsafe(self.loop.create_task, self._run(payload))
+        return self.running
 
     async def _run(self, answer: Future[Any]) -> None:
         messages = await self.turn()
@@ -185,9 +191,12 @@ def floor_burst(n: int) -> float:
     for actor in actors:
         answers.append(Future())
         actor.tell(("run", answers[-1]))
-    for answer in answers:
-        answer.result(timeout=60)
+    for actor in actors:  # as `burst` waits for each agent's `wait_for_idle`
+        running = actor.ask(("idle", None), timeout=60)
+        if running is not None:
+            running.result(timeout=60)
     wall = time.perf_counter() - started
+    assert all(answer.done() for answer in answers)
     for actor in actors:
         actor.stop()
     host.close()

@@ -78,7 +78,9 @@ def server() -> Iterator[str]:
                 if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                     break
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start: {process.stderr!r}")
+                process.kill()
+                _, err = process.communicate(timeout=10)
+                raise RuntimeError(f"the server did not start: {err.decode(errors='replace')}")
             time.sleep(0.05)
         yield url
     finally:
