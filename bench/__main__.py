@@ -32,7 +32,7 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 REASONS = {
     "one text turn, p99": "at the edge (650-1,000 us in quiet runs, 1,300-2,100 us in noisy "
     "ones): the tail is GIL hand-offs between the caller, the actor and the loop threads",
-    "one text turn, p50": "the hops themselves cost little (the floor below: ~1.1-1.4x), the "
+    "one text turn, p50": "the hops themselves cost little (the floor below: ~0.7-1.4x), the "
     "run's work does not: on the critical path the actor's start of the run (~110 us), the "
     "loop's run to its end (~290 us: nine events, twenty deltas, three loop steps) and the "
     "end's way back to the caller while the actor handles the run's facts on a third thread "
@@ -50,8 +50,8 @@ REASONS = {
     "target; each prompt is a message to an actor thread, the run set-up happens on 1000 "
     "actor threads contending for the GIL, and garbage collection of the runs in flight "
     "(~130 tracked objects each) is 25-45% of the wall time",
-    "2500 concurrent runs of a 100 ms model, wall": "below the floor: one bare pykka actor "
-    "per agent, doing no work, costs more than the target (the table below), so no design "
+    "2500 concurrent runs of a 100 ms model, wall": "the target is below the floor: one bare "
+    "pykka actor per agent, doing no work, costs more (the table below), so no design "
     "with a thread per agent meets it; on top of that floor, the run set-up on 2500 actor "
     "threads and the garbage collection of the runs in flight (30-45% of the wall time; "
     "gc.freeze() after start-up gained only 3-5%, so it is not used)",
