@@ -161,9 +161,8 @@ class AbortTable:
     supervision tree, so its signals survive the crash and restart of any component. Signals
     are held weakly: a signal nobody references any more leaves the table by itself, so the
     table never grows without bound. Thread-safe without a lock: every change is one
-    operation on a dict, which the interpreter makes atomic. (A lock here was taken by every
-    run's start on its actor's thread and by its end on the event loop's: in a burst of
-    1000 starts the loop thread waited behind actor threads that held it but not the GIL.)
+    operation on a dict, which the interpreter makes atomic, so the event loop's thread
+    (which releases each run's signal) never waits for an actor's thread (which makes it).
     """
 
     def __init__(self) -> None:
