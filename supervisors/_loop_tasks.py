@@ -91,13 +91,9 @@ class LoopTasks:
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         """Run `coro` as a task on the loop; see `AsyncTaskSupervisor.submit`."""
-        if not asyncio.iscoroutine(coro):
-            raise TypeError(f"submit expects a coroutine, got {type(coro).__name__}")
+        _check_coroutine(coro, "submit")
         with self._lock:
-            if self._closed:
-                coro.close()
-                why = f"stopped: {self._death}" if self._death else "stopped"
-                raise RuntimeError(f"async task supervisor {self.name!r} is {why}")
+            self._refuse_if_closed_locked(coro)
             future = asyncio.run_coroutine_threadsafe(self._track(coro), self.loop)
             self._pending += 1
             self._futures.add(future)
@@ -116,13 +112,9 @@ class LoopTasks:
         Raises:
             TypeError, RuntimeError: as `submit`.
         """
-        if not asyncio.iscoroutine(coro):
-            raise TypeError(f"spawn expects a coroutine, got {type(coro).__name__}")
+        _check_coroutine(coro, "spawn")
         with self._lock:
-            if self._closed:
-                coro.close()
-                why = f"stopped: {self._death}" if self._death else "stopped"
-                raise RuntimeError(f"async task supervisor {self.name!r} is {why}")
+            self._refuse_if_closed_locked(coro)
             spawn_id = next(self._spawn_ids)
             try:  # under the lock, as `submit`: a stop's cancellation comes after it
                 self.loop.call_soon_threadsafe(self._start_spawned, coro, spawn_id)
@@ -131,6 +123,14 @@ class LoopTasks:
                 raise
             self._pending += 1
             self._spawned[spawn_id] = ended
+
+    def _refuse_if_closed_locked(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """After a stop or the loop's death: close `coro` (it never runs, never warns) and
+        raise RuntimeError saying why."""
+        if self._closed:
+            coro.close()
+            why = f"stopped: {self._death}" if self._death else "stopped"
+            raise RuntimeError(f"async task supervisor {self.name!r} is {why}")
 
     def _start_spawned(self, coro: Coroutine[Any, Any, Any], spawn_id: int) -> None:
         if self._closed:  # stopped since (a hosted loop's stop on its own thread cancels
@@ -245,6 +245,11 @@ class LoopTasks:
                 future.set_exception(error)
         for ended in spawned:
             self._tell_ended(ended, False, error)
+
+
+def _check_coroutine(coro: object, what: str) -> None:
+    if not asyncio.iscoroutine(coro):
+        raise TypeError(f"{what} expects a coroutine, got {type(coro).__name__}")
 
 
 def _report(on_death: Callable[[str], None], why: str, name: str) -> None:
