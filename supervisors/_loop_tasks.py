@@ -62,7 +62,6 @@ class LoopTasks:
         self.name = name
         self.loop = loop
         self._lock = threading.Lock()
-        self._pending = 0
         self._closed = False  # stop() was called, or the loop died
         self._death: str | None = None
         self._on_death: Callable[[str], None] | None = None
@@ -95,7 +94,6 @@ class LoopTasks:
         with self._lock:
             self._refuse_if_closed_locked(coro)
             future = asyncio.run_coroutine_threadsafe(self._track(coro), self.loop)
-            self._pending += 1
             self._futures.add(future)
         future.add_done_callback(self._done)
         return future
@@ -121,7 +119,6 @@ class LoopTasks:
             except BaseException:  # the loop was closed meanwhile
                 coro.close()
                 raise
-            self._pending += 1
             self._spawned[spawn_id] = ended
 
     def _refuse_if_closed_locked(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -135,11 +132,7 @@ class LoopTasks:
     def _start_spawned(self, coro: Coroutine[Any, Any, Any], spawn_id: int) -> None:
         if self._closed:  # stopped since (a hosted loop's stop on its own thread cancels
             coro.close()  # only the tasks that exist): as cancelled before it began
-            with self._lock:
-                ended = self._spawned.pop(spawn_id, None)
-                if ended is not None:
-                    self._pending -= 1
-            if ended is not None:
+            if (ended := self._take_ended(spawn_id)) is not None:
                 self._tell_ended(ended, True, None)
             return
         task = self.loop.create_task(coro)
@@ -148,10 +141,7 @@ class LoopTasks:
 
     def _spawned_ended(self, spawn_id: int, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        with self._lock:
-            ended = self._spawned.pop(spawn_id, None)
-            if ended is not None:
-                self._pending -= 1
+        ended = self._take_ended(spawn_id)
         if ended is None:  # the loop died first, and `_die` told it
             return
         cancelled = task.cancelled()
@@ -159,6 +149,11 @@ class LoopTasks:
         if error is not None:
             log.warning("tasks.task.failed", loop=self.name, error=describe(error), exc_info=error)
         self._tell_ended(ended, cancelled, error)
+
+    def _take_ended(self, spawn_id: int) -> TaskEnded | None:
+        """The callback of a spawned task, once: None when another path took it."""
+        with self._lock:
+            return self._spawned.pop(spawn_id, None)
 
     def _tell_ended(self, ended: TaskEnded, cancelled: bool, error: BaseException | None) -> None:
         try:
@@ -168,7 +163,6 @@ class LoopTasks:
 
     def _done(self, future: Future[Any]) -> None:
         with self._lock:
-            self._pending -= 1
             self._futures.discard(future)
         if future.cancelled():
             return
@@ -177,8 +171,10 @@ class LoopTasks:
             log.warning("tasks.task.failed", loop=self.name, error=describe(exc), exc_info=exc)
 
     def active(self) -> int:
+        """Tasks submitted or spawned and not finished: those whose future or callback is
+        still owed."""
         with self._lock:
-            return self._pending
+            return len(self._futures) + len(self._spawned)
 
     def stop(self, timeout: float | None) -> bool:
         """Cancel every task and wait up to `timeout` for them; True if all ended in time."""
@@ -235,7 +231,6 @@ class LoopTasks:
             self._futures.clear()
             spawned = list(self._spawned.values())
             self._spawned.clear()
-            self._pending -= len(spawned)
         log.error("tasks.loop.died", loop=self.name, reason=why, tasks=len(futures) + len(spawned))
         if on_death is not None:
             _report(on_death, why, self.name)
