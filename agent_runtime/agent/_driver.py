@@ -136,12 +136,9 @@ class RunDriver:
                         self._flush_point()
                     self.last_seq = event.seq
                     self._apply(event)
-                if shell.subscriptions or shell.parent is not None:  # else nobody to hand it to
-                    if self.flush_due:  # its reader finds the facts in state()
-                        self._flush()
-                    full = shell.fan_out_now(event, terminal)
-                    if full:  # a `block` reader is behind: wait for it (backpressure)
-                        await shell.fan_out_rest(full, event)
+                behind = self._hand_out(event, terminal)
+                if behind is not None:  # a `block` reader is behind: wait for it (backpressure)
+                    await behind
         except asyncio.CancelledError:
             if self.terminal is None:
                 self._stopped_mid_run()
@@ -168,14 +165,19 @@ class RunDriver:
             self._flush_point()
         self.last_seq = event.seq
         self.view.stream_event = event
+        return self._hand_out(event, False)
+
+    def _hand_out(self, event: Event, terminal: bool) -> Awaitable[None] | None:
+        """Give `event` to the run's subscribers and a delegating parent, if any, the facts
+        due to the actor first (so a reader finds them in `state()`); what to await when a
+        `block` reader is behind, else None."""
         shell = self.shell
-        if shell.subscriptions or shell.parent is not None:
-            if self.flush_due:
-                self._flush()
-            full = shell.fan_out_now(event, False)
-            if full:
-                return shell.fan_out_rest(full, event)
-        return None
+        if not shell.subscriptions and shell.parent is None:
+            return None  # nobody to hand it to
+        if self.flush_due:
+            self._flush()
+        full = shell.fan_out_now(event, terminal)
+        return shell.fan_out_rest(full, event) if full else None
 
     def _loop_failed(self, exc: Exception) -> Event:
         """The event that ends a run whose loop failed or ended without a terminal:
