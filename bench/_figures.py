@@ -105,14 +105,16 @@ def bare_turns(n: int, tool_call: bool = False) -> list[float]:
     return samples
 
 
-def bare_burst(n: int) -> float:
-    async def one() -> str:
-        await asyncio.sleep(0.1)
-        return "done"
+async def slow_call() -> list[Message]:
+    """The bursts' model call without a framework: 100 ms, then an answer of no messages."""
+    await asyncio.sleep(0.1)
+    return []
 
+
+def bare_burst(n: int) -> float:
     async def go() -> float:
         started = time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(n)))
+        await asyncio.gather(*(slow_call() for _ in range(n)))
         return time.perf_counter() - started
 
     return asyncio.run(go())
@@ -179,12 +181,8 @@ def floor_turns(n: int) -> list[float]:
 def floor_burst(n: int) -> float:
     """`bare_burst` through `n` `FloorActor`s (one run each, all at once): wall time."""
 
-    async def one() -> list[Any]:
-        await asyncio.sleep(0.1)
-        return []
-
     host = LoopThread()
-    actors = [FloorActor.start(host.loop, one) for _ in range(n)]
+    actors = [FloorActor.start(host.loop, slow_call) for _ in range(n)]
     gc.collect()
     started = time.perf_counter()
     answers: list[Future[Any]] = []
@@ -192,7 +190,7 @@ def floor_burst(n: int) -> float:
         answers.append(Future())
         actor.tell(("run", answers[-1]))
     for actor in actors:  # as `burst` waits for each agent's `wait_for_idle`
-        running = actor.ask(("idle", None), timeout=60)
+        running: Future[Any] | None = actor.ask(("idle", None), block=True, timeout=60)
         if running is not None:
             running.result(timeout=60)
     wall = time.perf_counter() - started
