@@ -45,16 +45,17 @@ REASONS = {
     "back, and one more batch of facts to the actor (the tool's start) on top of the text "
     "turn; the bare baseline's tool turn itself measured 45-180 us across runs, and the ratio "
     "moves with it",
-    "1000 concurrent runs of a 100 ms model, wall": "at or over the floor's own ratio (the "
-    "table below): one bare pykka actor per agent, doing no work, already costs about the "
-    "target; each prompt is a message to an actor thread, the run set-up happens on 1000 "
-    "actor threads contending for the GIL, and garbage collection of the runs in flight "
-    "(~130 tracked objects each) is 25-45% of the wall time",
-    "2500 concurrent runs of a 100 ms model, wall": "the target is below the floor: one bare "
-    "pykka actor per agent, doing no work, costs more (the table below), so no design "
-    "with a thread per agent meets it; on top of that floor, the run set-up on 2500 actor "
-    "threads and the garbage collection of the runs in flight (30-45% of the wall time; "
-    "gc.freeze() after start-up gained only 3-5%, so it is not used)",
+    "1000 concurrent runs of a 100 ms model, wall": "about at the floor (the table below): "
+    "one bare pykka actor per agent, doing no work, measured 2.2-3.3x across runs, which "
+    "leaves at most ~0.8x of the baseline for a run's work; on top of it each prompt's run "
+    "set-up happens on 1000 actor threads contending for the GIL, and garbage collection of "
+    "the runs in flight (~130 tracked objects each) is 25-45% of the wall time",
+    "2500 concurrent runs of a 100 ms model, wall": "about at the floor (the table below): "
+    "one bare pykka actor per agent, doing no work, measured 4.8-9.4x across runs (over the "
+    "target in all but the quietest), which leaves at most ~1.3x of the baseline for a run's "
+    "work; on top of it the run set-up on 2500 actor threads and the garbage collection of "
+    "the runs in flight (30-45% of the wall time; gc.freeze() after start-up gained only "
+    "3-5%, so it is not used)",
     "1000 streamed deltas to one subscriber": "at the edge (~110k/s on a quiet machine): the "
     "producer's own cost, ~8-9 us per delta on the loop (the fake provider's TextDelta, the "
     "abort watch, the builder, the per-token events, the push), plus ~1 us per delta for the "
