@@ -1,12 +1,14 @@
 """Generic OTP-style supervision for pykka actors: it knows nothing of agents.
 
-Children subclass `SupervisedActor` so that every exit, with its reason, reaches their
-supervisor; `Supervisor`, `DynamicSupervisor`, `TaskSupervisor` and `AsyncTaskSupervisor`
-follow Erlang/OTP's semantics (see DESIGN.md section 3).
+Children subclass `SupervisedActor` (a thread each) or `AsyncioActor` (handled on an asyncio
+event loop, no thread) so that every exit, with its reason, reaches their supervisor;
+`Supervisor`, `DynamicSupervisor`, `TaskSupervisor` and `AsyncTaskSupervisor` follow
+Erlang/OTP's semantics (see DESIGN.md section 3).
 """
 
 from supervisors._actor import ExitReason, Monitor, SupervisedActor, exit_reason, kill, monitor
 from supervisors._async_tasks import AsyncTaskSupervisor
+from supervisors._asyncio_actor import AsyncioActor, LoopFuture
 from supervisors._dynamic import DynamicSupervisor
 from supervisors._errors import (
     ChildStartError,
@@ -23,6 +25,7 @@ from supervisors._tasks import TaskSupervisor
 
 __all__ = [
     "AsyncTaskSupervisor",
+    "AsyncioActor",
     "ChildCounts",
     "ChildInfo",
     "ChildSpec",
@@ -30,6 +33,7 @@ __all__ = [
     "DynamicSupervisor",
     "EventLoopDied",
     "ExitReason",
+    "LoopFuture",
     "MaxChildrenReached",
     "Monitor",
     "SupervisedActor",

@@ -54,7 +54,7 @@ class Monitor:
 
     _ids = itertools.count()
 
-    def __init__(self, actor: SupervisedActor | None, callback: ExitCallback) -> None:
+    def __init__(self, actor: ReportsExit | None, callback: ExitCallback) -> None:
         self._actor = actor
         self.callback = callback
         self.id = next(self._ids)
@@ -65,35 +65,24 @@ class Monitor:
             self._actor._remove_monitor(self)
 
 
-class SupervisedActor(pykka.ThreadingActor):
-    """A pykka ThreadingActor whose every exit, with its reason, reaches its monitors.
+class ReportsExit:
+    """What every supervisable actor kind shares: its exit, with its reason, reaches its
+    monitors exactly once (`SupervisedActor` on a thread, `AsyncioActor` on an event loop).
 
-    Guarantees:
-    - Monitors are called exactly once per actor, after the actor stopped taking messages
-      (for `kill`, at once from the killing thread; otherwise from the actor's own thread just
-      before it exits), with an `ExitReason`.
-    - A `BaseException` (SystemExit, KeyboardInterrupt, ...) escaping a handler crashes this
-      actor only; pykka's default of stopping every actor in the process is not applied.
-    - `on_exit(reason)` runs in the actor's thread as the thread ends, whatever the reason.
-
-    Threads are daemon threads so that a forgotten actor never hangs interpreter exit.
+    Not public: a mixin placed before the pykka actor class it extends. The exit bookkeeping
+    is behind a lock because `kill` and `monitor` may come from any thread.
     """
 
-    use_daemon_thread = True
+    actor_ref: pykka.ActorRef[Any]
+    actor_stopped: threading.Event
+    actor_inbox: Any
 
-    @staticmethod
-    def _create_actor_inbox() -> queue.SimpleQueue[Envelope[Any]]:
-        # pykka's inbox is a queue.Queue: a lock, three Conditions and their deques per actor
-        # and a Python-level put per message. An inbox needs only put, get and empty.
-        return queue.SimpleQueue()
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def _init_exit_reporting(self, initialized: threading.Event) -> None:
         self._exit_lock = threading.Lock()
         self._exit_reason: ExitReason | None = None
         self._exit_fired = False
-        self._monitors: dict[int, Monitor] = {}
-        self._initialized = threading.Event()
+        self._monitors: dict[int, Monitor] | None = None  # made by the first monitor
+        self._initialized = initialized
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -102,11 +91,16 @@ class SupervisedActor(pykka.ThreadingActor):
         return self._initialized.wait(timeout)
 
     def on_exit(self, reason: ExitReason) -> None:
-        """Run in the actor's own thread when it ends, after its monitors were told.
+        """Run in the actor's own context (its thread, or its event loop) when it ends, after
+        its monitors were told.
 
         Override to release resources that must go whatever the exit was (a supervisor
         shuts its children down here). Exceptions are logged and ignored.
         """
+
+    def _wake(self) -> None:
+        """Make the actor's loop notice that it was stopped (a message that does nothing)."""
+        self.actor_inbox.put(Envelope(_Wake()))
 
     # -- monitor bookkeeping -------------------------------------------------------------------
 
@@ -114,6 +108,8 @@ class SupervisedActor(pykka.ThreadingActor):
         monitor = Monitor(self, callback)
         with self._exit_lock:
             if not self._exit_fired:
+                if self._monitors is None:
+                    self._monitors = {}
                 self._monitors[monitor.id] = monitor
                 return monitor
             reason = self._exit_reason or NORMAL
@@ -122,7 +118,8 @@ class SupervisedActor(pykka.ThreadingActor):
 
     def _remove_monitor(self, monitor: Monitor) -> None:
         with self._exit_lock:
-            self._monitors.pop(monitor.id, None)
+            if self._monitors is not None:
+                self._monitors.pop(monitor.id, None)
 
     def _record_reason(self, reason: ExitReason) -> None:
         with self._exit_lock:
@@ -139,8 +136,8 @@ class SupervisedActor(pykka.ThreadingActor):
             self._exit_fired = True
             # The ref outlives the actor object (pykka refs hold it weakly): keep the reason there.
             vars(self.actor_ref)[_REF_REASON] = reason
-            monitors = list(self._monitors.values())
-            self._monitors.clear()
+            monitors = list(self._monitors.values()) if self._monitors else []
+            self._monitors = None
         for monitor in monitors:
             _call(monitor.callback, self.actor_ref, reason)
         return reason
@@ -150,34 +147,8 @@ class SupervisedActor(pykka.ThreadingActor):
         self._record_reason(reason)
         pykka.ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
-        self.actor_inbox.put(Envelope(_Wake()))  # wakes a loop blocked on get()
+        self._wake()
         self._fire_exit()
-
-    # -- pykka internals (pinned to pykka 4.x) -----------------------------------------------
-
-    def _actor_loop(self) -> None:
-        try:
-            try:
-                self.on_start()
-            except BaseException:  # an on_start failure of any kind is a crash
-                self._handle_failure(*sys.exc_info())
-            self._initialized.set()
-            self._actor_loop_running()
-            self._actor_loop_teardown()
-        finally:
-            self._initialized.set()
-            reason = self._fire_exit()
-            try:
-                self.on_exit(reason)
-            except Exception:
-                log.exception("actor.on_exit.failed", actor=str(self))
-
-    def _actor_loop_running(self) -> None:
-        # pykka's loop keeps its last envelope and reply in locals while it waits for the next
-        # message: an idle actor would keep what its last message carried (an agent: its last
-        # run's facts) alive. Handled in a call of its own, nothing of a message outlives it.
-        while not self.actor_stopped.is_set():
-            self._handle_envelope(self.actor_inbox.get())
 
     def _handle_envelope(self, envelope: Envelope[Any]) -> None:
         # What pykka 4.x does per message, but for a BaseException, which `_handle_receive`
@@ -201,7 +172,7 @@ class SupervisedActor(pykka.ThreadingActor):
         if isinstance(message, _Wake):
             return None
         try:
-            return super()._handle_receive(message)
+            return super()._handle_receive(message)  # type: ignore[misc]  # pykka.Actor's
         except Exception:
             raise
         except BaseException as exc:
@@ -217,7 +188,70 @@ class SupervisedActor(pykka.ThreadingActor):
     ) -> None:
         if exception_value is not None:
             self._record_reason(_crash(exception_value))
-        super()._handle_failure(exception_type, exception_value, traceback)
+        super()._handle_failure(exception_type, exception_value, traceback)  # type: ignore[misc]
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """pykka's hook, called after a `tell` handler raised (the actor then exits)."""
+
+    def _run_on_exit(self, reason: ExitReason) -> None:
+        try:
+            self.on_exit(reason)
+        except Exception:
+            log.exception("actor.on_exit.failed", actor=str(self))
+
+
+class SupervisedActor(ReportsExit, pykka.ThreadingActor):
+    """A pykka ThreadingActor whose every exit, with its reason, reaches its monitors.
+
+    Guarantees:
+    - Monitors are called exactly once per actor, after the actor stopped taking messages
+      (for `kill`, at once from the killing thread; otherwise from the actor's own thread just
+      before it exits), with an `ExitReason`.
+    - A `BaseException` (SystemExit, KeyboardInterrupt, ...) escaping a handler crashes this
+      actor only; pykka's default of stopping every actor in the process is not applied.
+    - `on_exit(reason)` runs in the actor's thread as the thread ends, whatever the reason.
+
+    Threads are daemon threads so that a forgotten actor never hangs interpreter exit.
+    """
+
+    use_daemon_thread = True
+
+    @staticmethod
+    def _create_actor_inbox() -> queue.SimpleQueue[Envelope[Any]]:
+        # pykka's inbox is a queue.Queue: a lock, three Conditions and their deques per actor
+        # and a Python-level put per message. An inbox needs only put, get and empty.
+        return queue.SimpleQueue()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_exit_reporting(threading.Event())
+
+    # -- pykka internals (pinned to pykka 4.x) -----------------------------------------------
+
+    def _actor_loop(self) -> None:
+        try:
+            try:
+                self.on_start()
+            except BaseException:  # an on_start failure of any kind is a crash
+                self._handle_failure(*sys.exc_info())
+            self._initialized.set()
+            self._actor_loop_running()
+            self._actor_loop_teardown()
+        finally:
+            self._initialized.set()
+            self._run_on_exit(self._fire_exit())
+
+    def _actor_loop_running(self) -> None:
+        # pykka's loop keeps its last envelope and reply in locals while it waits for the next
+        # message: an idle actor would keep what its last message carried (an agent: its last
+        # run's facts) alive. Handled in a call of its own, nothing of a message outlives it.
+        while not self.actor_stopped.is_set():
+            self._handle_envelope(self.actor_inbox.get())
 
 
 class _Wake:
@@ -255,14 +289,20 @@ def actor_of(ref: pykka.ActorRef[Any]) -> pykka.Actor | None:
     return ref._actor_weakref()
 
 
-def _supervised(ref: pykka.ActorRef[Any]) -> SupervisedActor | None:
-    if not issubclass(ref.actor_class, SupervisedActor):
+def reports_exit(actor_class: type[Any]) -> bool:
+    """True for the actor kinds whose exits a supervisor hears of (`SupervisedActor`,
+    `AsyncioActor` and their subclasses)."""
+    return issubclass(actor_class, ReportsExit)
+
+
+def _supervised(ref: pykka.ActorRef[Any]) -> ReportsExit | None:
+    if not reports_exit(ref.actor_class):
         raise TypeError(
-            f"{ref} is a {ref.actor_class.__name__}, not a SupervisedActor: "
-            "only SupervisedActor subclasses report their exits"
+            f"{ref} is a {ref.actor_class.__name__}, not a SupervisedActor or an AsyncioActor: "
+            "only those report their exits"
         )
     actor = actor_of(ref)
-    assert actor is None or isinstance(actor, SupervisedActor)
+    assert actor is None or isinstance(actor, ReportsExit)
     return actor
 
 
@@ -274,7 +314,7 @@ def monitor(ref: pykka.ActorRef[Any], callback: ExitCallback) -> Monitor:
     called at once, in the caller's thread, with the recorded reason (or `noproc`).
 
     Raises:
-        TypeError: `ref` is not the ref of a `SupervisedActor`.
+        TypeError: `ref` is not the ref of a `SupervisedActor` or an `AsyncioActor`.
     """
     actor = _supervised(ref)
     if actor is None:  # long dead and collected
@@ -292,7 +332,7 @@ def kill(ref: pykka.ActorRef[Any], reason: str = "killed") -> None:
     `on_stop` is not called. Killing a dead actor does nothing.
 
     Raises:
-        TypeError: `ref` is not the ref of a `SupervisedActor`.
+        TypeError: `ref` is not the ref of a `SupervisedActor` or an `AsyncioActor`.
     """
     actor = _supervised(ref)
     if actor is None or (not ref.is_alive() and actor._exit_fired):
@@ -302,7 +342,7 @@ def kill(ref: pykka.ActorRef[Any], reason: str = "killed") -> None:
 
 
 def exit_reason(ref: pykka.ActorRef[Any]) -> ExitReason | None:
-    """The reason a SupervisedActor exited, or None while it is alive."""
+    """The reason a SupervisedActor or an AsyncioActor exited, or None while it is alive."""
     actor = _supervised(ref)
     if actor is None:  # dead and collected
         return _reason_on_ref(ref)

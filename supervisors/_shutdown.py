@@ -7,7 +7,8 @@ from typing import Any
 import pykka
 import structlog
 
-from supervisors._actor import SupervisedActor, actor_of, exit_reason, kill
+from supervisors._actor import ReportsExit, actor_of, exit_reason, kill, reports_exit
+from supervisors._asyncio_actor import AsyncioActor
 from supervisors._describe import describe
 from supervisors._errors import ChildStartError
 from supervisors._spec import ChildSpec, Shutdown
@@ -20,7 +21,7 @@ START_TIMEOUT = 30.0
 
 def start_child(spec: ChildSpec) -> pykka.ActorRef[Any]:
     """Call `spec.start()`, wait for the child's `on_start` to finish (OTP's `start_link`
-    waits for `init`), and check that it is a live SupervisedActor.
+    waits for `init`), and check that it is a live SupervisedActor or AsyncioActor.
 
     A child whose `on_start` calls back into its own supervisor synchronously deadlocks until
     `START_TIMEOUT`, as in OTP.
@@ -45,10 +46,12 @@ def begin_child(spec: ChildSpec) -> pykka.ActorRef[Any]:
         raise ChildStartError(spec.id, describe(exc)) from exc
     if not isinstance(ref, pykka.ActorRef):
         raise ChildStartError(spec.id, f"start returned {ref!r}, not a pykka.ActorRef")
-    if not issubclass(ref.actor_class, SupervisedActor):
+    if not reports_exit(ref.actor_class):
         ref.stop(block=False)
         raise ChildStartError(
-            spec.id, f"{ref.actor_class.__name__} is not a supervisors.SupervisedActor"
+            spec.id,
+            f"{ref.actor_class.__name__} is not a supervisors.SupervisedActor "
+            "or supervisors.AsyncioActor",
         )
     return ref
 
@@ -61,7 +64,7 @@ def await_started(spec: ChildSpec, ref: pykka.ActorRef[Any]) -> pykka.ActorRef[A
         ChildStartError: as `start_child`.
     """
     actor = actor_of(ref)
-    if isinstance(actor, SupervisedActor):
+    if isinstance(actor, ReportsExit):
         try:
             started = actor.wait_initialized(START_TIMEOUT)
         except BaseException:
@@ -87,6 +90,10 @@ def shutdown_child(child_id: str, ref: pykka.ActorRef[Any], shutdown: Shutdown) 
         kill(ref, "shutdown: brutal_kill")
         return False
     if not ref.is_alive():
+        return True
+    actor = actor_of(ref)
+    if isinstance(actor, AsyncioActor) and actor.on_loop_thread():
+        actor.stop_now()  # on its own loop: waiting for a stop message would hold the loop
         return True
     try:
         future = ref.stop(block=False)

@@ -1,0 +1,351 @@
+"""AsyncioActor: a pykka actor handled on an asyncio loop, supervisable like a thread actor."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Iterator
+from typing import Any
+
+import pykka
+import pytest
+
+from agent_runtime.testing import wait_until
+from supervisors import (
+    AsyncioActor,
+    AsyncTaskSupervisor,
+    ChildSpec,
+    DynamicSupervisor,
+    ExitReason,
+    LoopFuture,
+    Supervisor,
+    exit_reason,
+    kill,
+    monitor,
+)
+
+
+class Worker(AsyncioActor):
+    """Records what it handles and on which thread; "boom" raises, "async" returns a coroutine."""
+
+    def __init__(self, log: list[Any] | None = None) -> None:
+        super().__init__()
+        self.log = log if log is not None else []
+
+    def on_start(self) -> None:
+        self.log.append(("started", threading.current_thread().name))
+
+    def on_stop(self) -> None:
+        self.log.append(("stopped", threading.current_thread().name))
+
+    def on_receive(self, message: Any) -> Any:
+        if message == "boom":
+            raise ValueError("boom")
+        if message == "async":
+            return asyncio.sleep(0)
+        self.log.append(message)
+        return message, threading.current_thread().name
+
+
+class FailsToStart(AsyncioActor):
+    def on_start(self) -> None:
+        raise RuntimeError("no start")
+
+
+class Unlisted(Worker):
+    use_actor_registry = False
+
+
+@pytest.fixture
+def aio() -> Iterator[AsyncTaskSupervisor]:
+    tasks = AsyncTaskSupervisor.start(name="actor-loop")
+    yield tasks
+    tasks.stop(2.0)
+
+
+def on_loop(aio: AsyncTaskSupervisor, coro: Awaitable[Any]) -> Any:
+    async def run() -> Any:
+        return await coro
+
+    return aio.submit(run()).result(5.0)
+
+
+def test_handlers_run_in_order_on_the_loop_thread_and_no_thread_is_made(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    threads = threading.active_count()
+    log: list[Any] = []
+    refs = [Worker.start(log, loop=aio.loop) for _ in range(500)]
+    ref = refs[0]
+    for i in range(100):
+        ref.tell(i)
+    assert ref.ask("last") == ("last", "actor-loop")
+    assert [m for m in log if isinstance(m, int)] == list(range(100))
+    starts = [m for m in log if isinstance(m, tuple) and m[0] == "started"]
+    assert starts == [("started", "actor-loop")] * 500
+    assert threading.active_count() == threads  # 500 actors, not one thread more
+    for r in refs:
+        r.stop()
+    assert not any(r.is_alive() for r in refs)
+
+
+def test_ask_blocks_only_a_foreign_thread_and_is_awaited_on_the_loop(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    ref = Worker.start(loop=aio.loop)
+
+    async def ask_on_loop() -> tuple[Any, str]:
+        future = ref.ask("hello", block=False)
+        assert isinstance(future, LoopFuture)
+        with pytest.raises(RuntimeError, match="await future"):
+            future.get()  # would block the loop that is to answer it
+        answer = await future
+        return answer, "ok"
+
+    assert on_loop(aio, ask_on_loop()) == (("hello", "actor-loop"), "ok")
+    with pytest.raises(RuntimeError, match="await future"):
+        on_loop(aio, _blocking_ask(ref))
+    ref.stop()
+
+
+async def _blocking_ask(ref: pykka.ActorRef[Any]) -> Any:
+    return ref.ask("blocking")
+
+
+def test_a_future_settled_already_can_be_read_on_the_loop(aio: AsyncTaskSupervisor) -> None:
+    future: LoopFuture[int] = LoopFuture()
+    future.set(7)
+
+    async def read() -> int:
+        return future.get()
+
+    assert on_loop(aio, read()) == 7
+
+
+def test_a_foreign_get_times_out(aio: AsyncTaskSupervisor) -> None:
+    future: LoopFuture[int] = LoopFuture()
+    started = time.monotonic()
+    with pytest.raises(pykka.Timeout):
+        future.get(timeout=0.05)
+    assert time.monotonic() - started < 2.0
+
+
+def test_start_on_the_loop_runs_on_start_before_returning(aio: AsyncTaskSupervisor) -> None:
+    log: list[Any] = []
+
+    async def start() -> bool:
+        ref = Worker.start(log)  # the running loop
+        started = bool(log)
+        await ref.ask("x", block=False)
+        ref.stop(block=False)
+        return started
+
+    assert on_loop(aio, start()) is True
+
+
+def test_start_without_a_loop_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="needs an event loop"):
+        Worker.start()
+
+
+def test_an_async_handler_is_refused(aio: AsyncTaskSupervisor) -> None:
+    ref = Worker.start(loop=aio.loop)
+    with pytest.raises(TypeError, match="synchronous"):
+        ref.ask("async")
+    assert ref.is_alive()  # an ask's error goes to the caller
+    ref.tell("async")  # a tell's crashes the actor
+    wait_until(lambda: not ref.is_alive(), 5.0)
+    reason = exit_reason(ref)
+    assert reason is not None and reason.kind == "crash" and "TypeError" in str(reason)
+
+
+def test_exit_reasons_reach_monitors(aio: AsyncTaskSupervisor) -> None:
+    heard: list[ExitReason] = []
+    crashed = Worker.start(loop=aio.loop)
+    stopped = Worker.start(loop=aio.loop)
+    killed = Worker.start(loop=aio.loop)
+    for ref in (crashed, stopped, killed):
+        monitor(ref, lambda _ref, reason: heard.append(reason))
+    crashed.tell("boom")
+    stopped.stop()
+    kill(killed, "on purpose")
+    wait_until(lambda: len(heard) == 3, 5.0)
+    assert sorted(r.kind for r in heard) == ["crash", "killed", "normal"]
+    reason = exit_reason(crashed)
+    assert reason is not None and "ValueError: boom" in str(reason)
+    late: list[ExitReason] = []
+    monitor(killed, lambda _ref, reason: late.append(reason))  # dead: heard at once
+    assert [r.kind for r in late] == ["killed"]
+
+
+def test_a_failed_on_start_is_a_crash(aio: AsyncTaskSupervisor) -> None:
+    ref = FailsToStart.start(loop=aio.loop)
+    wait_until(lambda: exit_reason(ref) is not None, 5.0)
+    reason = exit_reason(ref)
+    assert reason is not None and reason.kind == "crash" and "no start" in str(reason)
+
+
+def test_messages_left_in_the_inbox_of_a_stopped_actor_fail(aio: AsyncTaskSupervisor) -> None:
+    ref = Worker.start(loop=aio.loop)
+
+    async def stop_with_mail() -> list[str]:
+        futures = [ref.ask(i, block=False) for i in range(3)]
+        actor = ref._actor_weakref()
+        assert isinstance(actor, AsyncioActor)
+        actor.stop_now()
+        outcomes = []
+        for future in futures:
+            try:
+                await future
+                outcomes.append("answered")
+            except pykka.ActorDeadError:
+                outcomes.append("dead")
+        return outcomes
+
+    assert on_loop(aio, stop_with_mail()) == ["dead", "dead", "dead"]
+    assert exit_reason(ref) == ExitReason("normal")
+
+
+def test_handle_now_answers_after_earlier_mail(aio: AsyncTaskSupervisor) -> None:
+    log: list[Any] = []
+    ref = Worker.start(log, loop=aio.loop)
+
+    async def call() -> Any:
+        ref.tell("first")
+        actor = ref._actor_weakref()
+        assert isinstance(actor, AsyncioActor)
+        return actor.handle_now("second")
+
+    assert on_loop(aio, call()) == ("second", "actor-loop")
+    assert log[-2:] == ["first", "second"]
+    actor = ref._actor_weakref()
+    assert isinstance(actor, AsyncioActor)
+    with pytest.raises(RuntimeError, match="event-loop thread"):
+        actor.handle_now("off the loop")
+    ref.stop()
+
+
+def test_a_long_mailbox_does_not_hold_the_loop(aio: AsyncTaskSupervisor) -> None:
+    ref = Worker.start(loop=aio.loop)
+    ticks: list[int] = []
+
+    async def race() -> int:
+        done = False
+
+        async def ticker() -> None:
+            while not done:
+                ticks.append(len(ticks))
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        for i in range(2_000):
+            ref.tell(i)
+        answer = await ref.ask("end", block=False)
+        done = True
+        await task
+        return len(ticks) if answer else 0
+
+    assert on_loop(aio, race()) > 10  # the ticker ran between drains of the 2,000 messages
+    ref.stop()
+
+
+def test_a_closed_loop_ends_the_actor() -> None:
+    loop = asyncio.new_event_loop()
+    ref = Worker.start(loop=loop)
+    loop.close()
+    heard: list[ExitReason] = []
+    monitor(ref, lambda _ref, reason: heard.append(reason))
+    with pytest.raises(pykka.ActorDeadError):
+        ref.tell("anyone?")
+        ref.tell("anyone?")  # the first put finds the loop closed
+    assert [r.kind for r in heard] == ["crash"]
+
+
+def test_unlisted_actors_stay_out_of_the_registry(aio: AsyncTaskSupervisor) -> None:
+    ref = Unlisted.start(loop=aio.loop)
+    listed = Worker.start(loop=aio.loop)
+    urns = {r.actor_urn for r in pykka.ActorRegistry.get_all()}
+    assert ref.actor_urn not in urns and listed.actor_urn in urns
+    ref.stop()
+    listed.stop()
+
+
+def test_a_supervisor_restarts_a_crashed_asyncio_child(aio: AsyncTaskSupervisor) -> None:
+    sup = Supervisor.start(
+        [ChildSpec("worker", lambda: Worker.start(loop=aio.loop), restart="permanent")]
+    )
+    try:
+        (first,) = sup.which_children()
+        assert first.ref is not None
+        first.ref.tell("boom")
+        wait_until(lambda: _child_ref(sup) not in (None, first.ref), 5.0)
+        ref = _child_ref(sup)
+        assert ref is not None and ref.ask("alive?", block=True)[0] == "alive?"
+        kill(ref, "again")
+        wait_until(lambda: _child_ref(sup) not in (None, ref), 5.0)
+    finally:
+        sup.stop(timeout=5.0)
+
+
+def _child_ref(sup: Supervisor) -> pykka.ActorRef[Any] | None:
+    (child,) = sup.which_children()
+    return child.ref if child.alive else None
+
+
+def test_restart_intensity_gives_up_on_asyncio_children(aio: AsyncTaskSupervisor) -> None:
+    sup = Supervisor.start(
+        [ChildSpec("worker", lambda: Worker.start(loop=aio.loop), restart="permanent")],
+        max_restarts=2,
+        max_seconds=30.0,
+    )
+    for _ in range(3):
+        ref = _wait_child(sup)
+        if ref is None:
+            break
+        ref.tell("boom")
+        wait_until(lambda r=ref: not r.is_alive(), 5.0)  # type: ignore[misc]
+    wait_until(lambda: not sup.alive, 5.0)
+    reason = exit_reason(sup.ref)
+    assert reason is not None and "reached_max_restart_intensity" in str(reason)
+
+
+def _wait_child(sup: Supervisor) -> pykka.ActorRef[Any] | None:
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        if not sup.alive:
+            return None
+        try:
+            ref = _child_ref(sup)
+        except Exception:
+            return None
+        if ref is not None:
+            return ref
+        time.sleep(0.01)
+    return None
+
+
+def test_a_dynamic_supervisor_starts_and_stops_asyncio_children_on_the_loop(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    dyn = DynamicSupervisor.start(max_children=10)
+    log: list[Any] = []
+    try:
+
+        async def start_and_stop() -> tuple[bool, bool]:
+            # On the loop: the start runs on_start inline, the stop never waits for a message.
+            ref = dyn.start_child(ChildSpec("w", lambda: Worker.start(log), restart="temporary"))
+            started = ("started", "actor-loop") in log
+            stopped = dyn.terminate_child(ref)
+            return started and stopped, ref.is_alive()
+
+        assert on_loop(aio, start_and_stop()) == (True, False)
+        assert ("stopped", "actor-loop") in log
+        ref = dyn.start_child(
+            ChildSpec("w", lambda: Worker.start(log, loop=aio.loop), restart="temporary")
+        )
+        assert dyn.count_children().active == 1
+        ref.tell("boom")  # temporary: not restarted, its slot freed
+        wait_until(lambda: dyn.count_children().active == 0, 5.0)
+    finally:
+        dyn.stop(timeout=5.0)
