@@ -11,7 +11,8 @@ import pykka
 import structlog
 from opentelemetry import metrics
 
-from supervisors._actor import ExitReason, Monitor, SupervisedActor, actor_of, monitor
+from supervisors._actor import ExitReason, Monitor, ReportsExit, actor_of, monitor
+from supervisors._asyncio_actor import AsyncioActor
 from supervisors._errors import ChildStartError, SupervisorStopped
 from supervisors._handle import ActorHandle
 from supervisors._intensity import Clock, RestartIntensity
@@ -83,19 +84,23 @@ def should_restart(restart: str, reason: ExitReason) -> bool:
     return False
 
 
-class SupervisorCore(SupervisedActor):
+class SupervisorCore(ReportsExit):
     """A supervisor actor: owns its children, hears their exits, restarts or gives up.
 
-    All state is touched only from this actor's thread. Subclasses decide which children a
-    restart involves (`restart_group`).
+    A mixin placed before the actor kind it runs as: a `SupervisedActor` (a thread of its
+    own) or an `AsyncioActor` (handled on an event loop, with no thread). All state is
+    touched only from that actor's context. Subclasses decide which children a restart
+    involves (`restart_group`).
     """
+
+    log: Any
 
     # OTP: a static supervisor keeps the spec of a (transient) child that ended normally and is
     # not restarted; a dynamic one deletes every child it does not restart.
     keeps_stopped_children = True
 
     def __init__(self, name: str, max_restarts: int, max_seconds: float, clock: Clock) -> None:
-        super().__init__()
+        super().__init__()  # the actor kind's
         self.name = name
         self.children: list[Child] = []
         self.intensity = RestartIntensity(max_restarts, max_seconds, clock)
@@ -118,7 +123,7 @@ class SupervisorCore(SupervisedActor):
         if isinstance(message, RetryRestart):
             self._restart_all([c for c in message.group if c.ref is None])
             return None
-        return super().on_receive(message)
+        return super().on_receive(message)  # type: ignore[misc]  # the actor kind's
 
     def dropped(self, child: Child, ref: pykka.ActorRef[Any] | None) -> None:
         """`child` (last run as `ref`) left `children` for good after an exit."""
@@ -252,10 +257,14 @@ class SupervisorHandle(ActorHandle):
         if not isinstance(actor, SupervisorCore):
             raise TypeError(f"{ref} is not a running supervisor")
         super().__init__(ref)
-        self._actor_obj = actor  # a strong reference: pykka refs hold actors weakly
+        self._actor_obj: SupervisorCore = actor  # a strong reference: pykka refs hold actors weakly
 
     def _call(self, fn: Callable[[], T], timeout: float | None = CALL_TIMEOUT) -> T:
+        actor = self._actor_obj
         try:
+            if isinstance(actor, AsyncioActor) and actor.on_loop_thread():
+                # On its own loop: an answer cannot be waited for, the call runs now.
+                return cast(T, actor.handle_now(Call(fn)))
             result = cast(T, self._ref.ask(Call(fn), timeout=timeout))
         except pykka.ActorDeadError as exc:
             raise self._stopped() from exc
@@ -298,6 +307,10 @@ class SupervisorHandle(ActorHandle):
             TimeoutError: it did not stop within `timeout` seconds (None waits for the
                 children's own shutdown bounds).
         """
+        actor = self._actor_obj
+        if isinstance(actor, AsyncioActor) and actor.on_loop_thread():
+            actor.stop_now()  # on its own loop: its children stop at once, nothing waits
+            return
         try:
             self._ref.stop(block=True, timeout=timeout)
         except pykka.Timeout as exc:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pykka
 
-from supervisors._actor import ExitReason, monitor
+from supervisors._actor import ExitReason, SupervisedActor, monitor
 from supervisors._core import Child, SupervisorCore, SupervisorHandle
 from supervisors._errors import MaxChildrenReached
 from supervisors._intensity import Clock, check_intensity
@@ -64,7 +64,7 @@ class _Roster:
         self.settled.notify_all()
 
 
-class DynamicSupervisorActor(SupervisorCore):
+class DynamicSupervisorActor(SupervisorCore, SupervisedActor):
     keeps_stopped_children = False
 
     def __init__(

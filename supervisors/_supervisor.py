@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Literal
 
 import pykka
 
+from supervisors._actor import SupervisedActor
+from supervisors._asyncio_actor import AsyncioActor
 from supervisors._core import CALL_TIMEOUT, Child, SupervisorCore, SupervisorHandle
 from supervisors._errors import ChildStartError
 from supervisors._intensity import Clock, check_intensity
@@ -16,7 +19,9 @@ Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
 STRATEGIES: tuple[str, ...] = ("one_for_one", "one_for_all", "rest_for_one")
 
 
-class SupervisorActor(SupervisorCore):
+class StaticSupervision(SupervisorCore):
+    """A supervisor of a fixed list of children (either actor kind: see the two below)."""
+
     def __init__(
         self, name: str, strategy: Strategy, max_restarts: int, max_seconds: float, clock: Clock
     ) -> None:
@@ -49,6 +54,17 @@ class SupervisorActor(SupervisorCore):
         raise KeyError(f"no child with id {child_id!r} in supervisor {self.name!r}")
 
 
+class SupervisorActor(StaticSupervision, SupervisedActor):
+    """A static supervisor on a thread of its own."""
+
+
+class LoopSupervisorActor(StaticSupervision, AsyncioActor):
+    """A static supervisor handled on an event loop (no thread): for children that live on
+    that loop too, which it then starts and stops without ever waiting for the loop."""
+
+    use_actor_registry = False
+
+
 class Supervisor(SupervisorHandle):
     """A supervisor of a fixed, ordered list of children, with Erlang/OTP semantics.
 
@@ -71,10 +87,14 @@ class Supervisor(SupervisorHandle):
         name: str | None = None,
         *,
         clock: Clock = time.monotonic,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> Supervisor:
         """Start the supervisor and its children, in order, before returning.
 
         `clock` (seconds, monotonic) times restart intensity; tests inject a fake one.
+        With `loop`, the supervisor is an `AsyncioActor` on that loop instead of a thread
+        of its own (for `AsyncioActor` children on the same loop: it then starts, restarts
+        and stops them without waiting for the loop, also when called on it).
 
         Raises:
             ValueError: unknown strategy, `max_restarts < 0`, `max_seconds <= 0`, a child that
@@ -90,19 +110,25 @@ class Supervisor(SupervisorHandle):
         specs = list(children)
         _check_specs(specs)
         label = name or f"supervisor-{id(specs):x}"
-        ref = SupervisorActor.start(label, strategy, max_restarts, max_seconds, clock)
+        ref: pykka.ActorRef[Any]
+        if loop is None:
+            ref = SupervisorActor.start(label, strategy, max_restarts, max_seconds, clock)
+        else:
+            ref = LoopSupervisorActor.start(
+                label, strategy, max_restarts, max_seconds, clock, loop=loop
+            )
         handle = cls(ref)
         actor = handle._actor()
         try:
             handle._call(lambda: actor.start_initial(specs), timeout=None)
         except BaseException:
-            ref.stop(block=True, timeout=CALL_TIMEOUT)
+            handle.stop(timeout=CALL_TIMEOUT)
             raise
         return handle
 
-    def _actor(self) -> SupervisorActor:
+    def _actor(self) -> StaticSupervision:
         actor = self._actor_obj
-        assert isinstance(actor, SupervisorActor)
+        assert isinstance(actor, StaticSupervision)
         return actor
 
     def start_child(self, spec: ChildSpec) -> pykka.ActorRef[Any]:

@@ -349,3 +349,41 @@ def test_a_dynamic_supervisor_starts_and_stops_asyncio_children_on_the_loop(
         wait_until(lambda: dyn.count_children().active == 0, 5.0)
     finally:
         dyn.stop(timeout=5.0)
+
+
+def test_a_supervisor_on_the_loop_supervises_asyncio_children_without_a_thread(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    threads = threading.active_count()
+    log: list[Any] = []
+    spec = ChildSpec("worker", lambda: Worker.start(log, loop=aio.loop), restart="transient")
+    sup = Supervisor.start([spec], max_restarts=1, max_seconds=30.0, loop=aio.loop)
+    assert threading.active_count() == threads
+    first = _wait_child(sup)
+    assert first is not None
+    first.tell("boom")  # transient, abnormal: restarted
+    wait_until(lambda: _child_ref(sup) not in (None, first), 5.0)
+    second = _child_ref(sup)
+    assert second is not None
+    second.tell("boom")  # a second restart within 30 s: past max_restarts=1, it gives up
+    wait_until(lambda: not sup.alive, 5.0)
+    reason = exit_reason(sup.ref)
+    assert reason is not None and "reached_max_restart_intensity" in str(reason)
+
+
+def test_a_supervisor_on_the_loop_is_started_and_stopped_from_the_loop(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    log: list[Any] = []
+
+    async def lifecycle() -> tuple[bool, bool]:
+        spec = ChildSpec("worker", lambda: Worker.start(log), restart="permanent")
+        sup = Supervisor.start([spec], loop=asyncio.get_running_loop())
+        (child,) = sup.which_children()  # a call on its own loop: answered at once
+        assert child.ref is not None
+        alive = child.ref.is_alive()
+        sup.stop()  # never waits for the loop it runs on
+        return alive, child.ref.is_alive()
+
+    assert on_loop(aio, lifecycle()) == (True, False)
+    assert log[0] == ("started", "actor-loop") and log[-1] == ("stopped", "actor-loop")
