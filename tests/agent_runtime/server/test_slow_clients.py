@@ -4,17 +4,28 @@ a stream whose request was complete is never cut by it, nor closed to make room.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
+
+from agent_runtime.testing import wait_until
+
+uvicorn = pytest.importorskip(
+    "uvicorn", reason="needs the server extra: pip install -e '.[server]'"
+)
+
+from agent_runtime.server._connections import ConnectionGuard  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "slow-token-0123456789"
@@ -120,3 +131,47 @@ def test_serve_answers_token_holders_under_half_sent_requests_and_closes_those(
                     break
             assert still_open
         assert closed_after < HEADER_TIMEOUT + 10
+
+
+def test_past_the_cap_with_every_connection_busy_a_new_one_is_answered_503() -> None:
+    release = threading.Event()
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        if scope["type"] != "http":
+            return
+        while not release.is_set():  # a request in progress until the test lets it go
+            await asyncio.sleep(0.01)
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": b"ok"})  # type: ignore[operator]
+
+    guard = ConnectionGuard(header_timeout=5.0, max_connections=2)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(app, http=guard.protocol(), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, timeout=15, what="uvicorn started")
+        results: list[int] = []
+
+        def busy() -> None:
+            results.append(httpx.get(url, timeout=30).status_code)
+
+        holders = [threading.Thread(target=busy) for _ in range(2)]
+        for holder in holders:
+            holder.start()
+        wait_until(lambda: len(server.server_state.tasks) == 2, timeout=10, what="2 requests")
+        refused = httpx.get(url, timeout=10)
+        assert refused.status_code == 503
+        assert "max_connections" in refused.text
+        assert guard.refused == 1 and guard.evicted == 0
+        release.set()
+        for holder in holders:
+            holder.join(30)
+        assert results == [200, 200]
+    finally:
+        release.set()
+        server.should_exit = True
+        thread.join(15)
+        sock.close()
