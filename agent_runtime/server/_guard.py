@@ -33,6 +33,7 @@ _BRACKETS = b"[]{}"
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in _BRACKETS)
 _STEPS = bytes.maketrans(_BRACKETS, b"\x01\xff\x01\xff")  # open +1, close -1 (signed)
 _JSON_TYPES = ("application/json",)
+_CHUNK = 65_536
 
 
 def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -40,8 +41,14 @@ def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     strings do not count; for a body that is not JSON the answer is only a bound)."""
     if body.count(b"[") + body.count(b"{") <= limit:
         return False
-    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKETS).translate(_STEPS)
-    return max(accumulate(array("b", brackets)), default=0) > limit
+    steps = array("b", _STRING.sub(b"", body).translate(None, _NOT_BRACKETS).translate(_STEPS))
+    depth = 0
+    for start in range(0, len(steps), _CHUNK):  # in chunks: a deep body stops at its start
+        depths = list(accumulate(steps[start : start + _CHUNK], initial=depth))
+        if max(depths) > limit:
+            return True
+        depth = depths[-1]
+    return False
 
 
 def is_json_type(content_type: str) -> bool:

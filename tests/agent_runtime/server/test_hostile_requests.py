@@ -17,6 +17,7 @@ from agent_runtime import Runtime
 from agent_runtime._key import AgentKey
 from agent_runtime.config import ServerConfig
 from agent_runtime.server import asgi_app
+from agent_runtime.server._guard import json_too_deep
 
 from .harness import ADMIN, Gateway, auth, gateway, gateway_config, serving
 
@@ -276,3 +277,17 @@ def test_max_body_bytes_holds_on_agui_and_a2a() -> None:
             reply = client.post(route, json={"pad": "x" * 3000})
             assert reply.status_code == 413
             assert "2048 bytes, server.max_body_bytes" in reply.json()["error"]
+
+
+def test_the_depth_measure_skips_strings_and_stops_at_the_first_level_too_deep() -> None:
+    nested = {"a": 1}
+    for _ in range(63):
+        nested = {"a": nested}  # 64 levels
+    assert not json_too_deep(json.dumps(nested).encode())
+    assert json_too_deep(json.dumps([nested]).encode())
+    assert json_too_deep(b"[" * 65)  # unclosed: a parser would recurse all the same
+    escaped = json.dumps({"t": 'a\\"' + "[" * 100, "u": '"{' * 100}).encode()
+    assert not json_too_deep(escaped)
+    started = time.monotonic()
+    assert json_too_deep(b"[" * 600_000 + b"]" * 600_000)
+    assert time.monotonic() - started < 1
