@@ -298,7 +298,11 @@ class ServerConfig(_Section):
     many events each agent's and each session's SSE stream keeps for `Last-Event-ID` resume
     (what falls out is reported as `events_dropped`); `sse_keepalive` the seconds between
     keep-alive comments on an idle stream; `cors_origins` the origins allowed to call the API
-    from a browser (empty: CORS off, the default).
+    from a browser (empty: CORS off, the default), and the only other origins whose
+    state-changing requests are not refused as cross-site. Under `agent-runtime serve`,
+    `header_timeout` is the seconds a connection may take to send a request's headers (then
+    it is closed) and `max_connections` how many connections may be open at once (past it,
+    the one waiting longest for its headers is closed; 503 if none waits).
     """
 
     tokens: dict[str, ServerTokenConfig] = Field(default_factory=dict)
@@ -307,6 +311,8 @@ class ServerConfig(_Section):
     replay_buffer: int = Field(1000, ge=1)
     sse_keepalive: float = Field(15.0, gt=0, allow_inf_nan=False)
     cors_origins: tuple[str, ...] = ()
+    header_timeout: float = Field(10.0, gt=0, allow_inf_nan=False)
+    max_connections: int = Field(1000, ge=1)
 
 
 class RuntimeConfig(_Section):

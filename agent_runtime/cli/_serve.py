@@ -1,9 +1,10 @@
 """`agent-runtime serve`: the HTTP/SSE gateway under uvicorn, over a runtime of its own.
 
 Refuses to start without a token (`[server.tokens]` or `--token`) unless `--insecure-no-auth`,
-and then only on 127.0.0.1. uvicorn's access log is off: `/login?token=...` would write the
-token into it. On SIGINT/SIGTERM every open SSE stream ends first (uvicorn waits for open
-responses), then the runtime stops.
+and then only on 127.0.0.1. Connections are guarded (`agent_runtime.server._connections`:
+`server.header_timeout`, `server.max_connections`). uvicorn's access log is off:
+`/login?token=...` would write the token into it. On SIGINT/SIGTERM every open SSE stream
+ends first (uvicorn waits for open responses), then the runtime stops.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def run_serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from agent_runtime.server import asgi_app
+        from agent_runtime.server._connections import ConnectionGuard
     except ImportError as exc:
         return _refuse(f"the gateway needs its extra: pip install 'agent-runtime[server]' ({exc})")
     from agent_runtime._errors import ConfigError
@@ -82,8 +84,16 @@ def run_serve(args: argparse.Namespace) -> int:
                     hub.loop.call_soon_threadsafe(lambda: asyncio.ensure_future(hub.close()))
                 super().handle_exit(sig, frame)
 
+        server = config.server
+        guard = ConnectionGuard(server.header_timeout, server.max_connections)
         settings = uvicorn.Config(
-            app, host=args.host, port=args.port, access_log=False, log_level="warning"
+            app,
+            host=args.host,
+            port=args.port,
+            access_log=False,
+            log_level="warning",
+            http=guard.protocol(),
+            backlog=max(2048, server.max_connections),
         )
         print(f"agent-runtime gateway on http://{args.host}:{args.port}/", flush=True)
         # uvicorn raises the signal it handled again once it stopped: as KeyboardInterrupt

@@ -12,8 +12,10 @@ Each running agent is an A2A agent whose base URL is `/v1/a2a/{session}/{role}/{
   agent, the A2A context is the agent's session).
 
 Both call `require_session(request, session)` first (401/403), then answer 404 when no agent
-runs at the key. Tasks are kept in memory per agent key (`BoundedTaskStore`: the last
-1,000 finished tasks of each agent, and every running one); they do not survive the process.
+runs at the key. The JSON-RPC endpoint applies the gateway's limits and keeps exception text
+out of its errors (`agent_runtime.server._a2a_guard`). Tasks are kept in memory per agent
+key (`BoundedTaskStore`: the last 1,000 finished tasks of each agent, and every running one);
+they do not survive the process.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from agent_runtime.server._a2a_executor import (
     SessionContextBuilder,
     key_from_path,
 )
+from agent_runtime.server._a2a_guard import check_request, without_internals
 from agent_runtime.server._a2a_store import BoundedTaskStore
+from agent_runtime.server._limits import limits_of
 from agent_runtime.server._principal import require_session
 
 __all__ = ["A2A_BASE", "routes"]
@@ -101,9 +105,13 @@ class _Endpoints:
         key, agent = self._agent(request)
         if agent is None:
             return _not_running(key)
+        limit = limits_of(request, self._runtime.config.server).max_prompt_chars
+        refusal = check_request(await request.body(), limit)
+        if refusal is not None:
+            return refusal
         response = await self._dispatch(request)
         assert isinstance(response, Response)
-        return response
+        return without_internals(response)
 
     async def card(self, request: Request) -> Response:
         key, agent = self._agent(request)

@@ -21,7 +21,8 @@ How AG-UI's ids map to ours:
 Closing the response (an AG-UI client's `abortRun`) aborts the run at once (reason
 `stream_closed`). The event mapping is in `agent_runtime.server._agui_mapping`. Refusals are
 JSON `{"error": {"code", "message"}}`: 422 for an input that is not a `RunAgentInput` or has
-no trailing user message, 404 when no agent runs at the key, 409 when it is busy.
+no trailing user message, 413 when the trailing user messages together are longer than
+`server.max_prompt_chars`, 404 when no agent runs at the key, 409 when it is busy.
 """
 
 from __future__ import annotations
@@ -41,11 +42,13 @@ from starlette.routing import BaseRoute, Route
 from agent_runtime._errors import AgentBusy, AgentStopped
 from agent_runtime._key import AgentKey
 from agent_runtime.agent import RunEvents
+from agent_runtime.config import ServerConfig
 from agent_runtime.events import TurnEnd, is_terminal
 from agent_runtime.memory import SessionState
 from agent_runtime.messages import UserMessage
 from agent_runtime.runtime import Runtime
 from agent_runtime.server._agui_mapping import AguiRun
+from agent_runtime.server._limits import limits_of, too_long
 from agent_runtime.server._principal import require_session
 from agent_runtime.server._proxy_stream import DisconnectingStream
 
@@ -85,6 +88,7 @@ class _AguiEndpoint:
         try:
             run_input = _run_input(await request.body())
             prompts = _prompts(run_input)
+            _check_length(prompts, limits_of(request, self._runtime.config.server))
             agent = self._runtime.registry.lookup(key)
             if agent is None:
                 raise _Refused(404, "agent_not_found", _not_running(key))
@@ -160,6 +164,14 @@ def _prompts(run_input: RunAgentInput) -> list[UserMessage]:
             f"history itself); it {'is empty' if last is None else f'ends with a {last} message'}",
         )
     return [UserMessage(content=_text_of(m)) for m in reversed(trailing)]
+
+
+def _check_length(prompts: list[UserMessage], settings: ServerConfig) -> None:
+    """413 when the run's new user messages together are longer than `max_prompt_chars`
+    (the earlier history a client resends is bounded by `max_body_bytes` only)."""
+    limit = settings.max_prompt_chars
+    if sum(len(prompt.text) for prompt in prompts) > limit:
+        raise _Refused(413, "prompt_too_long", too_long(limit))
 
 
 def _text_of(message: AguiUserMessage) -> str:

@@ -1,7 +1,9 @@
 """`asgi_app(runtime)`: the gateway as one Starlette app, to serve or to mount.
 
-Layers, outermost first: CORS (only with `server.cors_origins`), authentication (401, the
-principal attached for every route), the body bound (413), then the routes: the observer page
+Layers, outermost first: CORS (only with `server.cors_origins`), the cross-site refusal (403,
+`_csrf`), authentication (401, the principal attached for every route), the body bound (413),
+the input shape checks (`_guard`: 400 for too deep JSON or a too long `Last-Event-ID`, 415
+for a body that is not JSON), then the routes: the observer page
 at `/`, `/login`, `/openapi.json`, the protocol endpoints of the modules in `PROTOCOLS` that
 are installed (each module's `routes(runtime)`), then the JSON API under `/v1`.
 """
@@ -29,7 +31,9 @@ from agent_runtime._errors import ConfigError
 from agent_runtime.config import ServerConfig
 from agent_runtime.server._api import AgentApi
 from agent_runtime.server._auth import AuthMiddleware, TokenTable, login_endpoint
+from agent_runtime.server._csrf import CrossSiteMiddleware
 from agent_runtime.server._errors import HANDLERS
+from agent_runtime.server._guard import InputGuardMiddleware
 from agent_runtime.server._hub import EventHub
 from agent_runtime.server._limits import BodyLimitMiddleware
 from agent_runtime.server._openapi import openapi_document
@@ -173,8 +177,10 @@ def asgi_app(
             )
         )
     middleware += [
+        Middleware(CrossSiteMiddleware, allowed_origins=settings.cors_origins),
         Middleware(AuthMiddleware, tokens=table),
         Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+        Middleware(InputGuardMiddleware),
         Middleware(_LazyHub, hub=hub),
     ]
     app = Starlette(
@@ -184,5 +190,6 @@ def asgi_app(
         lifespan=lifespan,
     )
     app.state.hub = hub
+    app.state.gateway_settings = settings  # the limits the protocol routes enforce too
     app.state.runtime = runtime
     return app

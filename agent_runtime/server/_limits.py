@@ -7,8 +7,11 @@ as long as the response has not started. Nothing past the bound is ever held in 
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agent_runtime.config import ServerConfig
 
 
 class BodyTooLarge(Exception):
@@ -29,6 +32,14 @@ def too_long(limit: int) -> str:
         "the prompt or message text is longer than the server accepts "
         f"({limit} characters, server.max_prompt_chars)"
     )
+
+
+def limits_of(connection: HTTPConnection, default: ServerConfig) -> ServerConfig:
+    """The `[server]` settings (the limits) of the gateway app serving `connection`: those
+    `asgi_app` was made with, or `default` for a route mounted in another app."""
+    app = connection.scope.get("app")
+    settings = getattr(getattr(app, "state", None), "gateway_settings", None)
+    return settings if isinstance(settings, ServerConfig) else default
 
 
 class BodyLimitMiddleware:

@@ -136,3 +136,13 @@ def test_a_token_needs_exactly_one_source_of_16_characters_or_more() -> None:
     for bad in ({}, {"token": "x" * 20, "token_env": "X"}, {"token": "short"}):
         with pytest.raises(ValidationError):
             ServerTokenConfig(**bad)
+
+
+# `agent-runtime serve`'s connection guard: the probe-shaped test of test_slow_clients.py
+# changes both keys (a half-sent request closed after header_timeout; past max_connections
+# the slowest connection makes room).
+from .test_slow_clients import (  # noqa: E402
+    test_serve_answers_token_holders_under_half_sent_requests_and_closes_those as _guarded,
+)
+
+covers("header_timeout", "max_connections")(_guarded)
