@@ -270,12 +270,16 @@ class ServerTokenConfig(_Section):
     The token itself is `token` or, to keep it out of the file, the environment variable
     named by `token_env` (read when the server starts); exactly one of the two. `sessions`
     lists the sessions its holder may read and steer (another session answers 403); left
-    out, every session. NAME appears in logs, the token never does.
+    out, every session. `profiles` lists the model profiles (or pools) of `[llm]` its holder
+    may run through the LLM proxy `/v1/llm/stream` (another answers 403); left out, every
+    profile for a token without `sessions` and none for a token with `sessions`. NAME
+    appears in logs, the token never does.
     """
 
     token: SecretStr | None = None
     token_env: str | None = Field(None, min_length=1)
     sessions: tuple[str, ...] | None = None
+    profiles: tuple[str, ...] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ServerTokenConfig:
@@ -392,6 +396,24 @@ class RuntimeConfig(_Section):
                 "names no configured profile (configured profiles: {known})",
                 {"key": "memory.compaction_profile", "value": name, "known": known},
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_token_profiles(self) -> RuntimeConfig:
+        served = {*self.llm.profiles, *self.llm.pools}
+        for token_name, entry in self.server.tokens.items():
+            for name in entry.profiles or ():
+                if name not in served:
+                    known = ", ".join(sorted(served)) or "none"
+                    raise PydanticCustomError(
+                        "unknown_profile",
+                        "names no configured profile or pool (configured: {known})",
+                        {
+                            "key": f"server.tokens.{token_name}.profiles",
+                            "value": name,
+                            "known": known,
+                        },
+                    )
         return self
 
 

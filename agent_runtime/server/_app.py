@@ -74,7 +74,8 @@ def tokens_of(
                     f"{entry.token_env}, which is not set (or empty)"
                 )
         sessions = None if entry.sessions is None else frozenset(entry.sessions)
-        pairs.append((token, Principal(name, sessions)))
+        profiles = None if entry.profiles is None else frozenset(entry.profiles)
+        pairs.append((token, Principal(name, sessions, profiles)))
     for number, token in enumerate(extra, start=1):
         if len(token) < 16:
             raise ConfigError("a server token must be at least 16 characters long")
