@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -302,7 +303,10 @@ class ServerConfig(_Section):
     many events each agent's and each session's SSE stream keeps for `Last-Event-ID` resume
     (what falls out is reported as `events_dropped`); `sse_keepalive` the seconds between
     keep-alive comments on an idle stream; `cors_origins` the origins allowed to call the API
-    from a browser (empty: CORS off, the default).
+    from a browser (empty: CORS off, the default). `tools` names tools as
+    `"package.module:name"` (a `Tool`, or a function made one), imported when `agent-runtime
+    serve` starts into the runtime's tool registry (`runtime.tools`), so clients can name
+    them when they start an agent (none by default).
     """
 
     tokens: dict[str, ServerTokenConfig] = Field(default_factory=dict)
@@ -311,6 +315,30 @@ class ServerConfig(_Section):
     replay_buffer: int = Field(1000, ge=1)
     sse_keepalive: float = Field(15.0, gt=0, allow_inf_nan=False)
     cors_origins: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+
+    @field_validator("tools", mode="after")
+    @classmethod
+    def _check_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for spec in value:  # the form only: the modules are imported when the server starts
+            check_tool_spec(spec)
+        return value
+
+
+_TOOL_SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def check_tool_spec(spec: str) -> str:
+    """`spec` if it has the form `"package.module:name"` (of `[server] tools`).
+
+    Raises:
+        ValueError: it has not; the message names it and shows the form.
+    """
+    if not _TOOL_SPEC.fullmatch(spec):
+        raise ValueError(
+            f"tool {spec!r} is not of the form 'package.module:name' (e.g. 'myapp.tools:add')"
+        )
+    return spec
 
 
 class RuntimeConfig(_Section):

@@ -136,3 +136,11 @@ def test_a_token_needs_exactly_one_source_of_16_characters_or_more() -> None:
     for bad in ({}, {"token": "x" * 20, "token_env": "X"}, {"token": "short"}):
         with pytest.raises(ValidationError):
             ServerTokenConfig(**bad)
+
+
+@covers("tools")
+def test_tools_are_named_as_module_and_name_and_imported_by_serve() -> None:
+    # Imported at start by `agent-runtime serve` (test_serve_cli.py gives agents such tools).
+    assert ServerConfig(tools=("myapp.tools:add",)).tools == ("myapp.tools:add",)
+    with pytest.raises(ValidationError, match="tool 'add' is not of the form"):
+        ServerConfig(tools=("add",))
