@@ -301,7 +301,9 @@ class ServerConfig(_Section):
     `--insecure-no-auth`); `max_body_bytes` bounds a request body and `max_prompt_chars` a
     prompt, steering or follow-up text (both answered 413 past that); `replay_buffer` is how
     many events each agent's and each session's SSE stream keeps for `Last-Event-ID` resume
-    (what falls out is reported as `events_dropped`); `sse_keepalive` the seconds between
+    (what falls out is reported as `events_dropped`), and `replay_max_bytes` bounds the bytes
+    all those streams hold together (past it the oldest closed agent stream is released
+    first; see docs/server.md); `sse_keepalive` the seconds between
     keep-alive comments on an idle stream; `cors_origins` the origins allowed to call the API
     from a browser (empty: CORS off, the default). `tools` names tools as
     `"package.module:name"` (a `Tool`, or a function made one), imported when `agent-runtime
@@ -313,6 +315,7 @@ class ServerConfig(_Section):
     max_body_bytes: int = Field(1_048_576, ge=1)
     max_prompt_chars: int = Field(100_000, ge=1)
     replay_buffer: int = Field(1000, ge=1)
+    replay_max_bytes: int = Field(67_108_864, ge=65_536)
     sse_keepalive: float = Field(15.0, gt=0, allow_inf_nan=False)
     cors_origins: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()

@@ -139,7 +139,7 @@ def asgi_app(
             "it with --insecure-no-auth (which binds only to 127.0.0.1)"
         )
     table = TokenTable(pairs, open_access=insecure_no_auth and not pairs)
-    hub = EventHub(runtime, settings.replay_buffer)
+    hub = EventHub(runtime, settings.replay_buffer, settings.replay_max_bytes)
     api = AgentApi(runtime, settings, hub)
 
     async def page(request: Request) -> Response:
