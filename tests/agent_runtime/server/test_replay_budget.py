@@ -14,7 +14,7 @@ from .harness import Gateway, gateway, read_events
 
 BOUND = 256 * 1024
 ROUNDS = 5
-AGENTS = 60  # per round: each run streams ~100 message_update frames (the `chatty` model)
+AGENTS = 20  # per round: each run streams ~100 message_update frames (the `chatty` model)
 
 
 def held_bytes(hub: Any) -> int:
