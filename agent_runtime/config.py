@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -270,12 +271,16 @@ class ServerTokenConfig(_Section):
     The token itself is `token` or, to keep it out of the file, the environment variable
     named by `token_env` (read when the server starts); exactly one of the two. `sessions`
     lists the sessions its holder may read and steer (another session answers 403); left
-    out, every session. NAME appears in logs, the token never does.
+    out, every session. `profiles` lists the model profiles (or pools) of `[llm]` its holder
+    may run through the LLM proxy `/v1/llm/stream` (another answers 403); left out, every
+    profile for a token without `sessions` and none for a token with `sessions`. NAME
+    appears in logs, the token never does.
     """
 
     token: SecretStr | None = None
     token_env: str | None = Field(None, min_length=1)
     sessions: tuple[str, ...] | None = None
+    profiles: tuple[str, ...] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ServerTokenConfig:
@@ -296,10 +301,15 @@ class ServerConfig(_Section):
     `--insecure-no-auth`); `max_body_bytes` bounds a request body and `max_prompt_chars` a
     prompt, steering or follow-up text (both answered 413 past that); `replay_buffer` is how
     many events each agent's and each session's SSE stream keeps for `Last-Event-ID` resume
-    (what falls out is reported as `events_dropped`); `sse_keepalive` the seconds between
+    (what falls out is reported as `events_dropped`), and `replay_max_bytes` bounds the bytes
+    all those streams hold together (past it the oldest closed agent stream is released
+    first; see docs/server.md); `sse_keepalive` the seconds between
     keep-alive comments on an idle stream; `cors_origins` the origins allowed to call the API
     from a browser (empty: CORS off, the default), and the only other origins whose
-    state-changing requests are not refused as cross-site. Under `agent-runtime serve`,
+    state-changing requests are not refused as cross-site. `tools` names tools as
+    `"package.module:name"` (a `Tool`, or a function made one), imported when `agent-runtime
+    serve` starts into the runtime's tool registry (`runtime.tools`), so clients can name
+    them when they start an agent (none by default). Under `agent-runtime serve`,
     `header_timeout` is the seconds a connection may take to send a request's headers (then
     it is closed) and `max_connections` how many connections may be open at once (past it,
     the one waiting longest for its headers is closed; 503 if none waits).
@@ -309,10 +319,35 @@ class ServerConfig(_Section):
     max_body_bytes: int = Field(1_048_576, ge=1)
     max_prompt_chars: int = Field(100_000, ge=1)
     replay_buffer: int = Field(1000, ge=1)
+    replay_max_bytes: int = Field(67_108_864, ge=65_536)
     sse_keepalive: float = Field(15.0, gt=0, allow_inf_nan=False)
     cors_origins: tuple[str, ...] = ()
     header_timeout: float = Field(10.0, gt=0, allow_inf_nan=False)
     max_connections: int = Field(1000, ge=1)
+    tools: tuple[str, ...] = ()
+
+    @field_validator("tools", mode="after")
+    @classmethod
+    def _check_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for spec in value:  # the form only: the modules are imported when the server starts
+            check_tool_spec(spec)
+        return value
+
+
+_TOOL_SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def check_tool_spec(spec: str) -> str:
+    """`spec` if it has the form `"package.module:name"` (of `[server] tools`).
+
+    Raises:
+        ValueError: it has not; the message names it and shows the form.
+    """
+    if not _TOOL_SPEC.fullmatch(spec):
+        raise ValueError(
+            f"tool {spec!r} is not of the form 'package.module:name' (e.g. 'myapp.tools:add')"
+        )
+    return spec
 
 
 class RuntimeConfig(_Section):
@@ -398,6 +433,24 @@ class RuntimeConfig(_Section):
                 "names no configured profile (configured profiles: {known})",
                 {"key": "memory.compaction_profile", "value": name, "known": known},
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_token_profiles(self) -> RuntimeConfig:
+        served = {*self.llm.profiles, *self.llm.pools}
+        for token_name, entry in self.server.tokens.items():
+            for name in entry.profiles or ():
+                if name not in served:
+                    known = ", ".join(sorted(served)) or "none"
+                    raise PydanticCustomError(
+                        "unknown_profile",
+                        "names no configured profile or pool (configured: {known})",
+                        {
+                            "key": f"server.tokens.{token_name}.profiles",
+                            "value": name,
+                            "known": known,
+                        },
+                    )
         return self
 
 

@@ -1,7 +1,9 @@
 """`agent-runtime serve`: the HTTP/SSE gateway under uvicorn, over a runtime of its own.
 
 Refuses to start without a token (`[server.tokens]` or `--token`) unless `--insecure-no-auth`,
-and then only on 127.0.0.1. Connections are guarded (`agent_runtime.server._connections`:
+and then only on 127.0.0.1. The tools of `[server] tools` and `--tool` are imported before
+the runtime starts (an entry that cannot be imported refuses the start, named) and
+registered in `runtime.tools`. Connections are guarded (`agent_runtime.server._connections`:
 `server.header_timeout`, `server.max_connections`). uvicorn's access log is off:
 `/login?token=...` would write the token into it. On SIGINT/SIGTERM every open SSE stream
 ends first (uvicorn waits for open responses), then the runtime stops.
@@ -37,6 +39,14 @@ def add_serve_command(commands: Any) -> None:
         help="a bearer token for every session (repeatable; at least 16 characters)",
     )
     serve.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="a tool agents may be started with, as package.module:name (repeatable; added to "
+        "[server] tools)",
+    )
+    serve.add_argument(
         "--insecure-no-auth",
         action="store_true",
         help="serve without any token, on 127.0.0.1 only",
@@ -61,10 +71,12 @@ def run_serve(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
     from agent_runtime.runtime import Runtime
     from agent_runtime.server._app import tokens_of
+    from agent_runtime.server._tools import load_tools, register_tools
 
     try:
         config = load_config(args.config)
         has_tokens = bool(tokens_of(config.server, args.token))
+        tools = load_tools([*config.server.tools, *args.tool])
     except ConfigError as exc:
         return _refuse(str(exc))
     if not has_tokens and not args.insecure_no_auth:
@@ -75,6 +87,10 @@ def run_serve(args: argparse.Namespace) -> int:
     if not has_tokens and args.host != LOOPBACK:
         return _refuse(f"--insecure-no-auth binds only to {LOOPBACK}, not {args.host}")
     with Runtime.start(config) as runtime:
+        try:
+            register_tools(runtime.tools, tools)
+        except ConfigError as exc:
+            return _refuse(str(exc))
         app = asgi_app(runtime, tokens=args.token, insecure_no_auth=args.insecure_no_auth)
         hub = app.state.hub
 

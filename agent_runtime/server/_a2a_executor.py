@@ -10,6 +10,12 @@ call-context hooks, and the owner scope of the task store.
   working, then completed with the final answer as an artifact and as the status message,
   or failed (the run's error), or canceled (the run was canceled, or the task was). A busy
   agent rejects the task. Cancelling the task aborts the run (reason `stream_closed`).
+- The answer streams while it is generated: each text delta of the agent's assistant
+  message is an artifact update of the artifact `answer` (`append`: true, one part per
+  delta; a later assistant message of the run, after a tool turn, starts it anew with
+  `append`: false). At the end the artifact is replaced by the run's final answer, in one
+  part, with `lastChunk`: true, so the task holds exactly the final answer however it was
+  streamed.
 - Tasks are stored per agent key (`task_owner`): a task id of one agent is not found
   through another agent's endpoint, and so not through a token scoped to another session.
 """
@@ -33,7 +39,7 @@ from starlette.requests import Request
 
 from agent_runtime._errors import AgentBusy, AgentStopped
 from agent_runtime._key import AgentKey
-from agent_runtime.events import AgentEnd, Canceled, Error
+from agent_runtime.events import AgentEnd, Canceled, Error, MessageStart, MessageUpdate
 from agent_runtime.runtime import Runtime
 from agent_runtime.server._proxy_answer import final_text
 from agent_runtime.server._proxy_redact import public_text
@@ -135,13 +141,34 @@ class RunExecutor(AgentExecutor):
             await updater.failed(_said(updater, f"agent {named} was stopped"))
             return
         await updater.start_work()
+        answer = f"{task_id}-answer"
+        fresh = True  # the next delta starts the artifact anew (a new assistant message)
         async with events:  # closed early (the task was canceled): the run is aborted
             async for event in events:
                 if event.agent is not None and event.agent != key:
                     continue  # a delegate's event
-                if isinstance(event, AgentEnd):
+                if isinstance(event, MessageUpdate):
+                    delta = event.delta
+                    if delta.kind == "text" and delta.delta:
+                        await updater.add_artifact(
+                            [new_text_part(delta.delta)],
+                            artifact_id=answer,
+                            name="answer",
+                            append=not fresh,
+                            last_chunk=False,
+                        )
+                        fresh = False
+                elif isinstance(event, MessageStart):
+                    fresh = fresh or event.message.role == "assistant"
+                elif isinstance(event, AgentEnd):
                     text = final_text(event)
-                    await updater.add_artifact([new_text_part(text)], name="answer")
+                    await updater.add_artifact(
+                        [new_text_part(text)],
+                        artifact_id=answer,
+                        name="answer",
+                        append=False,
+                        last_chunk=True,
+                    )
                     await updater.complete(_said(updater, text))
                 elif isinstance(event, Error):
                     reason = public_text(event.reason)

@@ -15,7 +15,8 @@ How AG-UI's ids map to ours:
   keys are written before the run starts, and put back as they were when the run does not
   start (a busy agent: 409);
   STATE_SNAPSHOT reports that state at the start, after each turn that changed it, and
-  before the run's end;
+  before the run's end, each as of its point in the event order (the run is read through a
+  `GatedRun`, which holds the agent while the state is read);
 - `tools` (frontend tools) and `context` are not used: the agent's own tools run here.
 
 Closing the response (an AG-UI client's `abortRun`) aborts the run at once (reason
@@ -41,7 +42,6 @@ from starlette.routing import BaseRoute, Route
 
 from agent_runtime._errors import AgentBusy, AgentStopped
 from agent_runtime._key import AgentKey
-from agent_runtime.agent import RunEvents
 from agent_runtime.config import ServerConfig
 from agent_runtime.events import TurnEnd, is_terminal
 from agent_runtime.memory import SessionState
@@ -51,6 +51,7 @@ from agent_runtime.server._agui_mapping import AguiRun
 from agent_runtime.server._limits import limits_of, too_long
 from agent_runtime.server._principal import require_session
 from agent_runtime.server._proxy_stream import DisconnectingStream
+from agent_runtime.server._run_gate import GatedRun
 
 __all__ = ["AGUI_PATH", "routes"]
 
@@ -99,7 +100,7 @@ class _AguiEndpoint:
             # Read before the run starts: its first tool may change the state at once.
             initial = await asyncio.to_thread(state.items)
             try:
-                events = agent.astream(prompts, abort_on_close=True)
+                events = await GatedRun.start(agent, prompts)
             except (AgentBusy, AgentStopped) as refused:
                 # The run that was to read the state never starts: put it back as it was.
                 await asyncio.to_thread(_restore_state, state, before)
@@ -114,7 +115,7 @@ class _AguiEndpoint:
 
 
 async def _answer(
-    events: RunEvents,
+    events: GatedRun,
     mapping: AguiRun,
     encoder: EventEncoder,
     state: SessionState,
@@ -124,12 +125,14 @@ async def _answer(
         for out in mapping.started(initial):
             yield encoder.encode(out)
         async for event in events:
+            # The state is read while the run is held at this event (`GatedRun`): as of
+            # this point of the event order, never as a later turn's tool left it.
             if is_terminal(event):  # the state as the run leaves it, before the end
                 for out in mapping.state(await asyncio.to_thread(state.items)):
                     yield encoder.encode(out)
             for out in mapping.feed(event):
                 yield encoder.encode(out)
-            if isinstance(event, TurnEnd):
+            if isinstance(event, TurnEnd) and event.agent in (None, mapping.key):
                 for out in mapping.state(await asyncio.to_thread(state.items)):
                     yield encoder.encode(out)
 

@@ -83,7 +83,7 @@ class AguiRun:
     """
 
     def __init__(self, key: AgentKey, thread_id: str, run_id: str) -> None:
-        self._key = key
+        self.key = key
         self._thread_id = thread_id
         self._run_id = run_id
         self._messages = 0  # assistant messages begun so far
@@ -106,7 +106,7 @@ class AguiRun:
 
     def feed(self, event: Event) -> list[BaseEvent]:
         """The AG-UI events that say what `event` says (none for what AG-UI has no word for)."""
-        if event.agent is not None and event.agent != self._key:
+        if event.agent is not None and event.agent != self.key:
             return []  # a delegate's event
         if isinstance(event, MessageUpdate):
             return self._delta(event)

@@ -78,7 +78,8 @@ def tokens_of(
                     f"{entry.token_env}, which is not set (or empty)"
                 )
         sessions = None if entry.sessions is None else frozenset(entry.sessions)
-        pairs.append((token, Principal(name, sessions)))
+        profiles = None if entry.profiles is None else frozenset(entry.profiles)
+        pairs.append((token, Principal(name, sessions, profiles)))
     for number, token in enumerate(extra, start=1):
         if len(token) < 16:
             raise ConfigError("a server token must be at least 16 characters long")
@@ -142,7 +143,7 @@ def asgi_app(
             "it with --insecure-no-auth (which binds only to 127.0.0.1)"
         )
     table = TokenTable(pairs, open_access=insecure_no_auth and not pairs)
-    hub = EventHub(runtime, settings.replay_buffer)
+    hub = EventHub(runtime, settings.replay_buffer, settings.replay_max_bytes)
     api = AgentApi(runtime, settings, hub)
 
     async def page(request: Request) -> Response:

@@ -15,6 +15,18 @@ event loop:
   an id twice). At most `RETAINED` closed streams are kept, the oldest forgotten first; so
   are at most `RETAINED` streams of sessions without a live agent or a reader (a client
   naming ever new sessions cannot grow the server's memory without bound).
+- Every stream's frames count against one `ByteBudget` of `max_bytes` (`[server]
+  replay_max_bytes`): each frame its encoded length plus `FRAME_OVERHEAD`, once per stream
+  that keeps it. Past the budget the hub releases, in this order, until it is within: the
+  frames of the oldest closed agent stream, then of the oldest idle session stream (no live
+  agent, no reader), then the oldest frames of the largest live streams (down to
+  `LOW_WATER` of the budget, so that this scan is rare), and only then the oldest
+  remembered ids of forgotten streams. A forgotten stream's last id is remembered
+  (`TOMBSTONE_BYTES`, counted too): a new agent (or reader) under that name goes on from it,
+  and a client that resumes with an id whose frames were released gets one `events_dropped`
+  frame counting them. Only a remembered id itself released to keep the budget lets a name
+  start again at 1 (a resume with a larger id then reads "from now on", as after a server
+  restart).
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +44,7 @@ from agent_runtime._errors import AgentStopped
 from agent_runtime._key import AgentKey
 from agent_runtime.agent import Agent
 from agent_runtime.event_stream import Subscription
-from agent_runtime.server._replay import ReplayBuffer
+from agent_runtime.server._replay import ByteBudget, ReplayBuffer
 from agent_runtime.server._wire import Frame, end_frame
 
 log = structlog.get_logger(__name__)
@@ -39,6 +52,21 @@ log = structlog.get_logger(__name__)
 SWEEP_SECONDS = 0.5
 RETAINED = 256
 SUBSCRIPTION_QUEUE = 10_000
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+FRAME_OVERHEAD = 128
+"""Bytes counted per kept frame beside its encoding: the Frame, the bytes object's header,
+the deque slots and its recorded size."""
+TOMBSTONE_BYTES = 256
+"""Bytes counted per remembered last id of a forgotten stream (a dict entry and its name)."""
+LOW_WATER = 0.9
+"""Live streams are trimmed down to this fraction of the budget once it is exceeded."""
+
+_Name = tuple[str, Any]  # ("agent", AgentKey) or ("session", str)
+
+
+def frame_size(frame: Frame) -> int:
+    """What keeping `frame` costs in a replay buffer, in bytes (it is encoded now, once)."""
+    return len(frame.body()) + FRAME_OVERHEAD
 
 
 @dataclass(eq=False)
@@ -54,9 +82,12 @@ class EventHub:
     """The replay buffers of one gateway (see the module docstring). Lives on one asyncio
     loop: `start()` binds it to the running one."""
 
-    def __init__(self, runtime: Any, capacity: int) -> None:
+    def __init__(self, runtime: Any, capacity: int, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.runtime = runtime
         self.capacity = capacity
+        self.budget = ByteBudget(max_bytes)
+        # The last ids of forgotten streams, oldest first (see the module docstring).
+        self._forgotten: collections.OrderedDict[_Name, int] = collections.OrderedDict()
         self._feeds: dict[AgentKey, _Feed] = {}
         self._sessions: dict[str, ReplayBuffer[Frame]] = {}
         self._retired: collections.OrderedDict[AgentKey, None] = collections.OrderedDict()
@@ -104,8 +135,17 @@ class EventHub:
         session's first agent starts)."""
         buffer = self._sessions.get(session)
         if buffer is None:
-            buffer = self._sessions[session] = ReplayBuffer[Frame](self.capacity)
+            buffer = self._sessions[session] = self._new_buffer(("session", session))
         return buffer
+
+    def _new_buffer(self, name: _Name) -> ReplayBuffer[Frame]:
+        """A buffer for stream `name`, going on from its remembered last id if it had one."""
+        start_after = self._forgotten.pop(name, None)
+        if start_after is not None:
+            self.budget.used -= TOMBSTONE_BYTES
+        return ReplayBuffer[Frame](
+            self.capacity, start_after=start_after or 0, budget=self.budget, size=frame_size
+        )
 
     async def watch(self, agent: Agent) -> ReplayBuffer[Frame]:
         """Feed `agent`'s events into its stream from now on (at once if already fed).
@@ -134,7 +174,7 @@ class EventHub:
                 ended.close()
                 return ended
             if feed is None:
-                feed = self._feeds[key] = _Feed(key, ReplayBuffer[Frame](self.capacity))
+                feed = self._feeds[key] = _Feed(key, self._new_buffer(("agent", key)))
             self._retired.pop(key, None)
             feed.buffer.closed = False
             feed.agent, feed.sub = agent, sub
@@ -153,6 +193,8 @@ class EventHub:
                 origin = event.agent if event.agent is not None else feed.key
                 if origin == feed.key:
                     self.session_buffer(session_of).append(frame)
+                if self.budget.used > self.budget.limit:
+                    self.enforce_budget()
         except asyncio.CancelledError:
             raise
         except Exception:  # a broken subscription must not take the server down
@@ -168,8 +210,70 @@ class EventHub:
     def _retire(self, key: AgentKey) -> None:
         self._retired[key] = None
         while len(self._retired) > RETAINED:
-            old, _ = self._retired.popitem(last=False)
-            self._feeds.pop(old, None)
+            self._forget_agent(next(iter(self._retired)))
+        self.enforce_budget()
+
+    def _forget_agent(self, key: AgentKey) -> None:
+        """Release the closed stream of `key`, remembering its last id."""
+        self._retired.pop(key, None)
+        feed = self._feeds.pop(key, None)
+        if feed is not None:
+            feed.buffer.discard()
+            self._remember(("agent", key), feed.buffer.last_id)
+
+    def _forget_session(self, session: str) -> None:
+        """Release the stream of `session` (idle: no live agent, no reader), remembering its
+        last id."""
+        self._idle_sessions.pop(session, None)
+        buffer = self._sessions.pop(session, None)
+        if buffer is not None:
+            buffer.discard()
+            self._remember(("session", session), buffer.last_id)
+
+    def _remember(self, name: _Name, last_id: int) -> None:
+        if last_id == 0:
+            return
+        if name not in self._forgotten:
+            self.budget.used += TOMBSTONE_BYTES
+        self._forgotten[name] = last_id
+        self._forgotten.move_to_end(name)
+
+    def enforce_budget(self) -> None:
+        """Bring the bytes of every stream within the budget (the order is in the module
+        docstring); nothing when within it."""
+        budget = self.budget
+        while budget.over and self._retired:
+            self._forget_agent(next(iter(self._retired)))
+        if budget.over and self._idle_sessions:
+            live = {key.session for key, feed in self._feeds.items() if feed.agent is not None}
+            for session in list(self._idle_sessions):
+                if not budget.over:
+                    break
+                buffer = self._sessions.get(session)
+                if session in live or (buffer is not None and buffer.readers):
+                    self._idle_sessions.pop(session, None)  # not idle any more
+                    continue
+                self._forget_session(session)
+        if budget.over:
+            self._trim_live()
+        while budget.over and self._forgotten:
+            self._forgotten.popitem(last=False)
+            budget.used -= TOMBSTONE_BYTES
+
+    def _trim_live(self) -> None:
+        """Drop the oldest frames of the largest live streams until the bytes are down to
+        `LOW_WATER` of the budget (their readers are told what they lost)."""
+        budget = self.budget
+        target = int(budget.limit * LOW_WATER)
+        buffers = [feed.buffer for feed in self._feeds.values()]
+        buffers += self._sessions.values()
+        heap = [(-b.nbytes, n, b) for n, b in enumerate(buffers) if len(b)]
+        heapq.heapify(heap)
+        while budget.used > target and heap:
+            _, n, buffer = heapq.heappop(heap)
+            buffer.trim(max(len(buffer) // 8, 1))  # a slice of the largest, then look again
+            if len(buffer):
+                heapq.heappush(heap, (-buffer.nbytes, n, buffer))
 
     async def _sweep_forever(self) -> None:
         while True:
@@ -198,5 +302,5 @@ class EventHub:
             elif session not in self._idle_sessions:
                 self._idle_sessions[session] = None
         while len(self._idle_sessions) > RETAINED:
-            old, _ = self._idle_sessions.popitem(last=False)
-            self._sessions.pop(old, None)
+            self._forget_session(next(iter(self._idle_sessions)))
+        self.enforce_budget()

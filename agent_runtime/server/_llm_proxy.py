@@ -3,9 +3,12 @@
 The client is `agent_runtime.llm.proxy(url, auth_token=..., profile=...)`; the wire is
 described in `agent_runtime.llm._proxy`. Guarantees:
 
-- any authenticated principal may call it (`principal_of`); the profile is one of the
-  runtime config's `[llm.profiles]` or `[llm.pools]`, its model built on first use and kept
-  (one pooled HTTP client per profile);
+- an authenticated principal (`principal_of`) runs only the profiles its token's scope
+  names (`Principal.allows_profile`: by default every profile for a token of every session,
+  none for a token scoped to sessions); another is refused 403 `PermissionDeniedError`
+  before the profile is looked up (a token learns nothing of profiles it may not use); the
+  profile is one of the runtime config's `[llm.profiles]` or `[llm.pools]`, its model built
+  on first use and kept (one pooled HTTP client per profile);
 - the answer streams the model's deltas only, one SSE event per chunk, then `event: done`,
   or `event: error` with the error's envelope (its class and facts, never the provider's raw
   body; its message without credentials or URLs, which name the server's upstream; an
@@ -13,7 +16,8 @@ described in `agent_runtime.llm._proxy`. Guarantees:
 - a client that disconnects cancels the model call at once, also while it waits for its
   first byte;
 - bad input is refused before any model call, with an error envelope naming the problem:
-  400 (body not JSON), 422 (not a `ProxyCall`), 404 (unknown profile), 503 (the profile
+  400 (body not JSON), 422 (not a `ProxyCall`), 403 (a profile outside the token's scope),
+  404 (unknown profile), 503 (the profile
   cannot be built here, e.g. its API key variable is unset: the detail stays in the log).
 """
 
@@ -35,6 +39,7 @@ from agent_runtime.llm.errors import (
     InvalidRequestError,
     LLMError,
     ModelNotFoundError,
+    PermissionDeniedError,
     ProviderError,
 )
 from agent_runtime.llm.factory import from_config
@@ -71,6 +76,15 @@ class _ProxyEndpoint:
             call = ProxyCall.model_validate_json(raw)
         except ValidationError as exc:
             return _refused(_malformed(exc))
+        if not principal.allows_profile(call.profile):
+            log.info("llm_proxy.call.refused", principal=principal.name, profile=call.profile)
+            return _refused(
+                PermissionDeniedError(
+                    f"this token may not use model profile {call.profile!r} through the LLM "
+                    f"proxy (its scope: server.tokens.{principal.name}.profiles)",
+                    code="profile_not_allowed",
+                )
+            )
         try:
             model = self._model(call.profile)
         except LLMError as error:

@@ -17,15 +17,25 @@ _SCOPE_KEY = "agent_runtime.principal"
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """The holder of one token: `name` for logs (never the token), and the sessions it may
-    use (`None`: every session)."""
+    """The holder of one token: `name` for logs (never the token), the sessions it may use
+    (`None`: every session) and the model profiles it may run through the LLM proxy
+    (`None`: the default, every profile for a principal of every session and none for one
+    scoped to sessions)."""
 
     name: str
     sessions: frozenset[str] | None = None
+    profiles: frozenset[str] | None = None
 
     def allows(self, session: str) -> bool:
         """True when this principal may read and steer `session`."""
         return self.sessions is None or session in self.sessions
+
+    def allows_profile(self, profile: str) -> bool:
+        """True when this principal may run model profile (or pool) `profile` through the
+        LLM proxy (see the class docstring for the default)."""
+        if self.profiles is None:
+            return self.sessions is None
+        return profile in self.profiles
 
 
 def attach(connection: HTTPConnection, principal: Principal) -> None:

@@ -3,8 +3,15 @@
 Guarantees (each checked by tests/agent_runtime/server/test_replay.py):
 - Ids start at 1 and grow by one per frame, with no gap: a reader that saw id L and asks for
   what follows gets L+1, L+2, ... while those are still kept.
-- At most `capacity` frames are kept; what fell out before a reader got to it is reported to
-  that reader as a count (`Window.dropped`), never skipped silently.
+- At most `capacity` frames are kept; what fell out before a reader got to it (by capacity,
+  or dropped by `trim` / `discard` to keep a byte budget) is reported to that reader as a
+  count (`Window.dropped`), never skipped silently.
+- With a `ByteBudget`, the bytes of the kept frames (`size(frame)` each) are counted in it
+  as they are kept and released as they fall out: `budget.used` is the bytes that every
+  buffer sharing it holds, exactly. Whoever owns the buffers enforces the bound (`trim`,
+  `discard`); a buffer never refuses a frame.
+- A buffer may start after a given id (`start_after`): a stream that goes on from an earlier
+  one keeps its ids.
 - `wait` wakes every waiting reader once per append or close; readers never block the writer
   and hold no buffer of their own, so N readers cost N cursors, not N copies.
 - Everything runs on one asyncio loop (the server's): no lock.
@@ -15,10 +22,30 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+
+class ByteBudget:
+    """The bytes held by the replay buffers that share it (`used`) against `limit`.
+
+    Only counts: the owner of the buffers compares and evicts (see `EventHub`)."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"invalid replay byte budget {limit!r} (expected bytes >= 1)")
+        self.limit = limit
+        self.used = 0
+
+    @property
+    def over(self) -> int:
+        """How many bytes over the limit the buffers are now (0 within it)."""
+        return max(self.used - self.limit, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +61,25 @@ class Window(Generic[T]):
 class ReplayBuffer(Generic[T]):
     """The last `capacity` frames of one stream, numbered from 1 (see the module docstring)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        start_after: int = 0,
+        budget: ByteBudget | None = None,
+        size: Callable[[T], int] | None = None,
+    ) -> None:
         if capacity < 1:
             raise ValueError(f"invalid replay buffer capacity {capacity!r} (expected >= 1)")
+        if budget is not None and size is None:
+            raise ValueError("a replay buffer with a byte budget needs the size of a frame")
         self.capacity = capacity
-        self._frames: collections.deque[T] = collections.deque(maxlen=capacity)
-        self._last_id = 0
+        self._frames: collections.deque[T] = collections.deque()
+        self._sizes: collections.deque[int] = collections.deque()
+        self._budget = budget
+        self._size = size
+        self.nbytes = 0  # the bytes of the frames kept (0 without a budget)
+        self._last_id = start_after
         self._changed = asyncio.Event()
         self.closed = False
         self.readers = 0  # SSE responses reading it now (kept by `_sse.frames`)
@@ -59,10 +99,35 @@ class ReplayBuffer(Generic[T]):
 
     def append(self, frame: T) -> int:
         """Keep `frame` as the next id (returned); the oldest frame falls out when full."""
+        if len(self._frames) >= self.capacity:
+            self.trim(len(self._frames) - self.capacity + 1)
         self._last_id += 1
         self._frames.append(frame)
+        if self._budget is not None:
+            assert self._size is not None
+            size = self._size(frame)
+            self._sizes.append(size)
+            self.nbytes += size
+            self._budget.used += size
         self._wake()
         return self._last_id
+
+    def trim(self, count: int) -> int:
+        """Let the `count` oldest frames fall out (readers that had not got them are told
+        how many they lost); returns the bytes released."""
+        released = 0
+        for _ in range(min(count, len(self._frames))):
+            self._frames.popleft()
+            if self._sizes:
+                released += self._sizes.popleft()
+        self.nbytes -= released
+        if self._budget is not None:
+            self._budget.used -= released
+        return released
+
+    def discard(self) -> int:
+        """Let every frame fall out, keeping the ids (`last_id`); returns the bytes released."""
+        return self.trim(len(self._frames))
 
     def close(self) -> None:
         """No frame follows: readers get what is kept, then the end."""

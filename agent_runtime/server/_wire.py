@@ -6,9 +6,10 @@ Every event is its `model_dump_json()` (it parses back with `EventAdapter`), exc
 token would make an answer cost O(length^2) on the wire and on the server; the delta alone
 is O(1) per token and never builds the message.
 
-A `Frame` is encoded when a reader first needs it, once, however many readers (and streams:
-an agent's and its session's share it) read it: a gateway nobody watches costs a run one small
-object per event, not a JSON encoding per token.
+A `Frame` is encoded once, however many readers (and streams: an agent's and its session's
+share it) read it. The gateway's hub encodes it when it keeps it, since its length counts
+against the replay buffers' byte budget (`[server] replay_max_bytes`); the message itself is
+never built for it.
 """
 
 from __future__ import annotations

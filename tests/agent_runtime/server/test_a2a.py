@@ -42,6 +42,7 @@ from agent_runtime.llm import (
     StreamChunk,
     TextDelta,
 )
+from agent_runtime.llm.types import FinishDelta
 from agent_runtime.loop import RetryPolicy
 from agent_runtime.messages import ToolCall
 from agent_runtime.server._a2a import routes
@@ -164,8 +165,62 @@ def test_a_streaming_client_sees_the_task_work_then_complete(runtime: Runtime, u
     states = [r.status_update.status.state for r in got if r.HasField("status_update")]
     assert TaskState.TASK_STATE_WORKING in states
     assert states[-1] == TaskState.TASK_STATE_COMPLETED
-    artifacts = [r.artifact_update.artifact for r in got if r.HasField("artifact_update")]
-    assert [get_artifact_text(a) for a in artifacts] == ["the sum is 5"]
+    updates = [r.artifact_update for r in got if r.HasField("artifact_update")]
+    # The deltas as they came (appended), then the final answer whole, as the last chunk.
+    assert [(get_artifact_text(u.artifact), u.append, u.last_chunk) for u in updates] == [
+        ("the sum ", False, False),
+        ("is 5", True, False),
+        ("the sum is 5", False, True),
+    ]
+    assert len({u.artifact.artifact_id for u in updates}) == 1
+
+
+class GatedModel(BaseChatModel):
+    """Streams `first`, waits until `gate` is set, then streams `second`."""
+
+    def __init__(self, first: str, second: str) -> None:
+        self.first, self.second = first, second
+        self.gate = threading.Event()
+
+    @property
+    def info(self) -> ModelInfo:
+        return ModelInfo(provider="test", model="gated")
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+        yield TextDelta(text=self.first)
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        yield TextDelta(text=self.second)
+        yield FinishDelta(reason="stop")
+
+
+def test_a_streaming_client_gets_the_answer_while_it_is_generated(
+    runtime: Runtime, url: str
+) -> None:
+    model = GatedModel("the first half, ", "then the rest")
+    runtime.start_agent(KEY, model=model)
+
+    async def use(client: Client) -> tuple[list[StreamResponse], list[StreamResponse]]:
+        before: list[StreamResponse] = []
+        stream = client.send_message(user_message("talk"))
+        async for response in stream:
+            before.append(response)
+            if response.HasField("artifact_update"):
+                break  # the model has not finished: its first half reached the client
+        model.gate.set()
+        after = [response async for response in stream]
+        return before, after
+
+    before, after = run(with_client(url, use, streaming=True))
+    first = before[-1].artifact_update
+    assert (get_artifact_text(first.artifact), first.append) == ("the first half, ", False)
+    updates = [r.artifact_update for r in after if r.HasField("artifact_update")]
+    assert [(get_artifact_text(u.artifact), u.append) for u in updates] == [
+        ("then the rest", True),
+        ("the first half, then the rest", False),
+    ]
+    assert updates[-1].last_chunk
+    assert last_status(after) == TaskState.TASK_STATE_COMPLETED
 
 
 def test_a_later_task_continues_the_agents_session(runtime: Runtime, url: str) -> None:

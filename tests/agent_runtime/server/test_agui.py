@@ -396,3 +396,36 @@ def test_a_run_error_shows_no_upstream_url_or_credential() -> None:
     (failed,) = AguiRun(KEY, "t", "r").feed(Error(agent=KEY, reason=reason))
     assert failed.message.startswith("network_error: ConnectError at <url>")
     assert "10.0.0.5" not in failed.message and "sk-abc" not in failed.message
+
+
+@tool
+def mark(n: int, *, ctx: ToolContext) -> str:
+    """Write `n` as the session state's `turn`."""
+    ctx.session_state.put("turn", n)
+    return "marked"
+
+
+TURNS = 20
+
+
+def test_each_state_snapshot_is_the_state_as_of_its_turn_and_follows_every_changing_turn(
+    runtime: Runtime, url: str
+) -> None:
+    # A model far faster than the client: each turn's tool writes the state at once.
+    turns = [
+        ScriptedTurn(tool_calls=[ToolCall(id=f"c{n}", name="mark", arguments={"n": n})])
+        for n in range(1, TURNS + 1)
+    ]
+    runtime.start_agent(KEY, model=ScriptedModel([*turns, "done"]), tools=[mark])
+    events = post_run(url, run_input("mark the turns"))
+    seen: list[tuple[str, Any]] = []
+    for event in events:
+        if event.type == EventType.STEP_FINISHED:
+            seen.append(("finished", event.step_name))
+        elif event.type == EventType.STATE_SNAPSHOT:
+            seen.append(("snapshot", event.snapshot))
+    expected: list[tuple[str, Any]] = [("snapshot", {})]
+    for n in range(1, TURNS + 1):
+        expected += [("finished", f"turn {n}"), ("snapshot", {"turn": n})]
+    expected.append(("finished", f"turn {TURNS + 1}"))  # the answer: no change, no snapshot
+    assert seen == expected

@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent_runtime.config import ServerConfig, ServerTokenConfig, load_config
+from agent_runtime.testing import wait_until
 
 from .harness import ADMIN, ALICE, gateway, read_events
 
@@ -146,3 +147,27 @@ from .test_slow_clients import (  # noqa: E402
 )
 
 covers("header_timeout", "max_connections")(_guarded)
+
+
+@covers("tools")
+def test_tools_are_named_as_module_and_name_and_imported_by_serve() -> None:
+    # Imported at start by `agent-runtime serve` (test_serve_cli.py gives agents such tools).
+    assert ServerConfig(tools=("myapp.tools:add",)).tools == ("myapp.tools:add",)
+    with pytest.raises(ValidationError, match="tool 'add' is not of the form"):
+        ServerConfig(tools=("add",))
+
+
+@covers("replay_max_bytes")
+def test_replay_max_bytes_bounds_what_every_replay_buffer_holds_together() -> None:
+    # test_replay_budget.py shows the bound over rounds of agents and what a resume gets.
+    with gateway(("chatty",), replay_max_bytes=65_536) as gw, gw.client() as client:
+        for n in range(3):
+            gw.start(f"s{n}/main/0", model="chatty")
+            assert client.post(f"/v1/agents/s{n}/main/0/run", json={"text": "go"}).is_success
+            assert client.delete(f"/v1/agents/s{n}/main/0").is_success
+        hub = gw.app.state.hub
+        wait_until(lambda: all(f.agent is None for f in list(hub._feeds.values())), timeout=10)
+        assert hub.budget.used <= 65_536
+        assert hub.agent_buffer(("s0", "main", 0)) is None  # the oldest closed: released
+    with pytest.raises(ValidationError, match="replay_max_bytes"):
+        ServerConfig(replay_max_bytes=1024)
