@@ -46,9 +46,12 @@ Guarantees, each one a test checks:
 
 from agent_runtime.workflows._context import StepAgent, StepContext
 from agent_runtime.workflows._errors import (
+    InvalidState,
     InvalidWorkflow,
+    LeaseLost,
     StepTimeout,
     UnknownStep,
+    WorkflowCorrupt,
     WorkflowError,
     WorkflowExists,
     WorkflowFinished,
@@ -63,7 +66,9 @@ from agent_runtime.workflows._workflow import Workflow
 from agent_runtime.workflows._workflows import Workflows
 
 __all__ = [
+    "InvalidState",
     "InvalidWorkflow",
+    "LeaseLost",
     "Recovery",
     "StepAgent",
     "StepContext",
@@ -71,6 +76,7 @@ __all__ = [
     "StepTimeout",
     "UnknownStep",
     "Workflow",
+    "WorkflowCorrupt",
     "WorkflowError",
     "WorkflowExists",
     "WorkflowFinished",

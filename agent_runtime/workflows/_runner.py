@@ -13,10 +13,16 @@ import structlog
 from pydantic import JsonValue
 
 from agent_runtime.workflows._context import StepContext
-from agent_runtime.workflows._errors import InvalidWorkflow, StepTimeout, UnknownStep
+from agent_runtime.workflows._errors import (
+    InvalidState,
+    InvalidWorkflow,
+    StepTimeout,
+    UnknownStep,
+)
 from agent_runtime.workflows._host import WorkflowHost
 from agent_runtime.workflows._pause import PauseGate
 from agent_runtime.workflows._records import StepRun, WorkflowRecord
+from agent_runtime.workflows._state_json import state_json
 from agent_runtime.workflows._step import StepSpec
 from agent_runtime.workflows._workflow import Definition, Workflow
 
@@ -113,6 +119,15 @@ async def _visit(
             ),
             fatal=True,
         )
+    state: dict[str, Any] | None = None
+    if failure is None:
+        try:
+            state = state_json(workflow.state, where=f"step {spec.name!r}")
+        except InvalidState as exc:  # recovery applies: a retry may leave a JSON state
+            log.warning(
+                "workflow.step.failed", workflow_id=ctx.workflow_id, step=spec.name, error=str(exc)
+            )
+            failure = _Failure(exc)
     if failure is None and not ctx.decided:
         failure = _Failure(
             InvalidWorkflow(
@@ -140,7 +155,7 @@ async def _visit(
             "step": nxt if nxt is not None else spec.name,
             "attempt": 0 if nxt is not None else record.attempt,
             "failures": 0,
-            "state": workflow.state.model_dump(mode="json"),
+            "state": state,
             "history": (*record.history, run),
             "resumes": (),
             "pause_reason": None,

@@ -34,6 +34,7 @@ from agent_runtime.workflows._records import (
     WorkflowStatus,
 )
 from agent_runtime.workflows._runner import CANCEL_GRACE, LiveWorkflow, run_workflow
+from agent_runtime.workflows._state_json import state_json
 from agent_runtime.workflows._store import WorkflowStore
 from agent_runtime.workflows._workflow import Definition, Workflow, definition, resolve
 
@@ -138,7 +139,7 @@ class Workflows:
             workflow=found.name,
             status="running",
             step=step.name,
-            state=state.model_dump(mode="json"),
+            state=state_json(state, where=f"start {found.name}"),
             created_at=now,
             updated_at=now,
         )

@@ -195,3 +195,24 @@ class Delegating(Workflow[Counter]):
         result = await ctx.agent((ctx.session, "writer", 0)).arun("again")
         self.state = self.state.model_copy(update={"notes": [*self.state.notes, result.text]})
         ctx.end()
+
+
+class Loose(BaseModel):
+    n: int = 0
+    anything: object = None
+    score: float = 0.0
+
+
+class NotJsonState(Workflow[Loose]):
+    """`put` leaves a state that is not JSON: an object, then NaN, then infinity in a list."""
+
+    @step(recovery=max_retries(2))
+    async def put(self, ctx: StepContext) -> None:
+        Log.events.append(f"put:{ctx.attempt}")
+        bad: dict[int, dict[str, object]] = {
+            1: {"anything": object()},
+            2: {"score": float("nan")},
+            3: {"anything": {"xs": [1.0, float("inf")]}},
+        }
+        self.state = self.state.model_copy(update=bad[ctx.attempt])
+        ctx.end()
