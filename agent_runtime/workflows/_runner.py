@@ -46,6 +46,7 @@ class LiveWorkflow:
     waiter: asyncio.Future[JsonValue] | None = None
     halted: bool = False  # canceled or the runtime stops: the runner commits nothing more
     halt_reason: str = "workflow_canceled"  # the abort reason of its agents' runs then
+    lease_lost: bool = False  # halted because another process took it over
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
 
