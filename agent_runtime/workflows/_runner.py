@@ -178,6 +178,12 @@ async def _attempt(
     except StepTimeout as exc:
         await _halt(task, ctx, "workflow_step_timeout")
         log.warning("workflow.step.timed_out", workflow_id=ctx.workflow_id, step=spec.name)
+        # what follows (a retry, a failover) must not find the agents busy with the aborted
+        # runs: wait for their ends, for at most the step's timeout
+        if not await ctx.await_agents_idle(spec.timeout or CANCEL_GRACE):
+            log.warning(
+                "workflow.step.agents_still_busy", workflow_id=ctx.workflow_id, step=spec.name
+            )
         return _Failure(exc, timed_out=True)
     except asyncio.CancelledError:
         await _halt(task, ctx, live.halt_reason)
