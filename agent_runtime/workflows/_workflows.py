@@ -67,10 +67,19 @@ class Workflows:
       step; that step runs again from its start with the state committed before it (steps
       must be idempotent, or use `ctx.attempt`); a step whose end was committed never runs
       again; a `paused` workflow stays paused until `resume_with`;
-    - `stop()` (the runtime's) halts the workflows without changing their records, so a
-      later `resume()` goes on where they were;
-    - one process at a time should run a store's workflows: there is no lease, so two
-      processes calling `resume()` on one database would both run them.
+    - `stop()` (the runtime's) halts the workflows without changing their records (but for
+      releasing their leases), so a later `resume()` goes on where they were;
+    - several processes may share a store: each workflow has a lease (owner, epoch, expiry,
+      renewed every third of `lease_seconds` while it runs, released when it pauses, ends
+      or the runtime stops); `resume()` takes only workflows whose lease expired, was
+      released, or whose owner is a dead process of this host, with the next epoch; every
+      commit is a compare-and-set against the record this process last committed, so after
+      a takeover a step may run again but its result commits once, and a stale owner's
+      commit is refused (`LeaseLost`: it stops running the workflow, logged
+      `workflow.lease.lost`);
+    - a record that cannot be read (or whose state fails its model) is reported, never
+      raised: logged `workflow.record.corrupt`, listed with status `corrupt`, skipped by
+      `resume()`; `cancel` and `resume_with` on it raise `WorkflowCorrupt`.
 
     Sync methods block until the loop answered; their `a`-prefixed twins are for async code
     (also steps and async tools on the runtime's loop, where the sync ones raise).
