@@ -279,6 +279,11 @@ class Workflows:
             live = None
         waiter = live.waiter if live is not None else None
         found = live.definition if live is not None else _definition_of(record)
+        try:
+            found.state_type.model_validate(record.state)
+        except ValueError as exc:  # ValidationError is one
+            problem = "its state fails validation: " + " ".join(str(exc).split())
+            raise WorkflowCorrupt(workflow_id, problem, action="resume_with") from None
         answered = record.model_copy(
             update={
                 "status": "running",

@@ -1,7 +1,8 @@
 """A process of the lease tests, in the test's directory (one SQLite file for all): `start`
 starts the `Relay` workflow `relay`; then every process calls `resume()` every 0.1 s, printing
-`PASS <n> <resumed ids>` after each, until `relay` is completed, and writes its final info to
-`result-<pid>.json`. Leases last LEASE seconds (argv[2])."""
+`PASS <n> <resumed ids>` after each; `follow` stops once `relay` is completed and writes its
+final info to `result-<pid>.json` (`start` goes on until the test kills it). Leases last
+argv[2] seconds."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def main(mode: str, lease: float) -> None:
         resumed = runtime.workflows.resume()
         passes += 1
         print(f"PASS {passes} {' '.join(resumed)}", flush=True)
-        if runtime.workflows.get("relay").status == "completed":
+        if mode == "follow" and runtime.workflows.get("relay").status == "completed":
             break
         time.sleep(0.1)
     info = runtime.workflows.get("relay").model_dump(mode="json")
