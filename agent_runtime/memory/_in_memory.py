@@ -16,6 +16,7 @@ from agent_runtime.memory._store import (
     check_messages,
     check_sequence,
     check_session,
+    check_texts,
     is_replaced,
 )
 from agent_runtime.messages import Message
@@ -151,6 +152,23 @@ class InMemoryStore:
             del values[key]
             if not values:
                 del self._state[session]
+            return True
+
+    def state_compare_and_set(
+        self, session: str, key: str, expected: str | None, value: str
+    ) -> bool:
+        """See `MemoryStore.state_compare_and_set`."""
+        check_session(session)
+        check_key(key)
+        check_texts(expected, value)
+        with self._lock:
+            self._check_open()
+            values = self._state.setdefault(session, {})
+            if values.get(key) != expected:
+                if not values:
+                    del self._state[session]
+                return False
+            values[key] = value
             return True
 
     def state_items(self, session: str) -> dict[str, str]:

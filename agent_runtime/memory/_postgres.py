@@ -32,6 +32,7 @@ from agent_runtime.memory._store import (
     check_messages,
     check_sequence,
     check_session,
+    check_texts,
     is_replaced,
 )
 from agent_runtime.messages import Message, MessageListAdapter
@@ -258,6 +259,33 @@ class PostgresStore:
             return cursor.rowcount > 0
 
         return self._run(f"writing the state of session {session!r} failed", delete, read=False)
+
+    def state_compare_and_set(
+        self, session: str, key: str, expected: str | None, value: str
+    ) -> bool:
+        """See `MemoryStore.state_compare_and_set` (one statement: an insert that does nothing
+        when the key exists, or an update whose condition the server checks again on the
+        locked row, so of two concurrent calls with one `expected` only one matches)."""
+        self._check_state(session, key)
+        check_texts(expected, value)
+        _check_text(value, "session state value")
+
+        def cas(conn: psycopg.Connection[Any]) -> bool:
+            if expected is None:
+                cursor = conn.execute(
+                    "INSERT INTO agent_runtime_state (session, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (session, key) DO NOTHING",
+                    (session, key, value),
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE agent_runtime_state SET value = %s "
+                    "WHERE session = %s AND key = %s AND value = %s",
+                    (value, session, key, expected),
+                )
+            return cursor.rowcount == 1
+
+        return self._run(f"writing the state of session {session!r} failed", cas, read=False)
 
     def state_items(self, session: str) -> dict[str, str]:
         """See `MemoryStore.state_items` (one statement)."""

@@ -23,6 +23,7 @@ from agent_runtime.memory._store import (
     check_messages,
     check_sequence,
     check_session,
+    check_texts,
     is_replaced,
 )
 from agent_runtime.messages import Message, MessageListAdapter
@@ -293,6 +294,27 @@ class SqliteStore:
                 "DELETE FROM state WHERE session = ? AND key = ?", (session, key)
             ).rowcount
         return deleted > 0
+
+    def state_compare_and_set(
+        self, session: str, key: str, expected: str | None, value: str
+    ) -> bool:
+        """See `MemoryStore.state_compare_and_set` (one write transaction: the read and the
+        write hold the file's write lock, so no other connection or process writes between)."""
+        check_session(session)
+        check_key(key)
+        check_texts(expected, value)
+        with self._transaction(f"writing the state of session {session!r}", write=True) as c:
+            row = c.execute(
+                "SELECT value FROM state WHERE session = ? AND key = ?", (session, key)
+            ).fetchone()
+            if (None if row is None else str(row[0])) != expected:
+                return False
+            c.execute(
+                "INSERT INTO state (session, key, value) VALUES (?, ?, ?) "
+                "ON CONFLICT (session, key) DO UPDATE SET value = excluded.value",
+                (session, key, value),
+            )
+        return True
 
     def state_items(self, session: str) -> dict[str, str]:
         """See `MemoryStore.state_items` (one read transaction)."""

@@ -98,6 +98,21 @@ class MemoryStore(Protocol):
         """Remove `key` from the session's state; False if it was not there."""
         ...
 
+    def state_compare_and_set(
+        self, session: str, key: str, expected: str | None, value: str
+    ) -> bool:
+        """Store the JSON text `value` under `key` only if the text stored there now is exactly
+        `expected` (None: the key is absent); True if it was stored. Atomic against every
+        other writer of the key, in this process or another (one transaction, or one
+        statement): of two calls with the same `expected`, at most one succeeds. When it
+        returns False nothing was changed.
+
+        Raises:
+            TypeError, ValueError: a bad `session` or `key`, or `expected` / `value` is not a
+                str (`expected` may be None).
+        """
+        ...
+
     def state_items(self, session: str) -> dict[str, str]:
         """Every key of the session's state with its JSON text, as of one committed change."""
         ...
@@ -165,6 +180,18 @@ def check_key(key: Any) -> str:
     if not key:
         raise ValueError("invalid session state key '' (expected a non-empty str)")
     return key
+
+
+def check_texts(expected: Any, value: Any) -> None:
+    """Check the arguments of `state_compare_and_set`: `expected` a str or None, `value` a str.
+
+    Raises:
+        TypeError: either is not.
+    """
+    if expected is not None and not isinstance(expected, str):
+        raise TypeError(f"invalid expected {expected!r} (expected the stored JSON text or None)")
+    if not isinstance(value, str):
+        raise TypeError(f"invalid value {value!r} (expected JSON text, a str)")
 
 
 def is_replaced(since: int, sequence: int, base: int) -> bool:

@@ -40,15 +40,25 @@ Guarantees, each one a test checks:
 - `ctx.pause(reason)` commits `paused`; it stays paused across restarts until
   `resume_with(id, value)`, whose value `pause` returns (after a restart, by a re-run of the
   step that replays the stored answer);
+- a step that leaves a state that is not JSON (an object, NaN, an infinity) fails with
+  `InvalidState` naming the field (its recovery applies); after a step timeout, recovery goes
+  on once the aborted runs of its agents have ended (for at most the step's timeout);
+- a lease per workflow (owner, epoch, expiry) lets several processes share a store: only the
+  lease holder runs a workflow, `resume()` takes over expired ones, and commits are
+  compare-and-sets, so a step's result commits once and a stale owner's commit is refused;
+- a record that cannot be read is listed as `corrupt` (with its id) and skipped;
 - `cancel` ends a workflow for good; workflows run as supervised tasks on the runtime's event
   loop and never block it (store I/O runs on a worker thread).
 """
 
 from agent_runtime.workflows._context import StepAgent, StepContext
 from agent_runtime.workflows._errors import (
+    InvalidState,
     InvalidWorkflow,
+    LeaseLost,
     StepTimeout,
     UnknownStep,
+    WorkflowCorrupt,
     WorkflowError,
     WorkflowExists,
     WorkflowFinished,
@@ -63,7 +73,9 @@ from agent_runtime.workflows._workflow import Workflow
 from agent_runtime.workflows._workflows import Workflows
 
 __all__ = [
+    "InvalidState",
     "InvalidWorkflow",
+    "LeaseLost",
     "Recovery",
     "StepAgent",
     "StepContext",
@@ -71,6 +83,7 @@ __all__ = [
     "StepTimeout",
     "UnknownStep",
     "Workflow",
+    "WorkflowCorrupt",
     "WorkflowError",
     "WorkflowExists",
     "WorkflowFinished",

@@ -3,12 +3,13 @@ choice of the next step, pauses), and StepAgent, an agent as a step uses it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import JsonValue
 
-from agent_runtime._errors import AlreadyRegistered
+from agent_runtime._errors import AgentStopped, AlreadyRegistered
 from agent_runtime._key import AgentKey
 from agent_runtime.agent import Agent, RunResult
 from agent_runtime.messages import Message
@@ -167,6 +168,21 @@ class StepContext:
         for agent in self._agents.values():
             if agent.alive:
                 agent.abort(reason)
+
+    async def await_agents_idle(self, timeout: float) -> bool:
+        """Wait until no agent this step used has a run in progress (an aborted run has
+        ended), for at most `timeout` seconds in all; False if one still runs then. A
+        stopped agent counts as idle."""
+        deadline = time.monotonic() + timeout
+        for agent in list(self._agents.values()):
+            left = deadline - time.monotonic()
+            try:
+                await agent.await_idle(max(left, 0.0))
+            except TimeoutError:
+                return False
+            except AgentStopped:  # stopped meanwhile: it runs nothing
+                continue
+        return True
 
     def _key(self, key: object) -> AgentKey:
         if isinstance(key, str):

@@ -10,6 +10,9 @@ AgentRuntimeError
     WorkflowNotPaused           `resume_with` on a workflow that is not paused
     WorkflowFinished            `cancel` on a workflow already completed, failed or canceled
     StepTimeout (TimeoutError)  a step ran past its timeout (what its failure records)
+    InvalidState (TypeError)    a state that is not JSON (NaN, infinity, an object), field named
+    WorkflowCorrupt             a stored record that cannot be read (its id and the problem)
+    LeaseLost                   another process took the workflow over: this one commits no more
 ```
 """
 
@@ -118,3 +121,45 @@ class StepTimeout(WorkflowError, TimeoutError):
         super().__init__(f"step {step!r} timed out after {timeout}s")
         self.step = step
         self.timeout = timeout
+
+
+class InvalidState(WorkflowError, TypeError):
+    """A workflow's state that cannot be committed: a field holds a value that is not JSON (an
+    object pydantic cannot serialize, NaN or an infinity) or does not read back through the
+    state model. The message names the field. Raised by `start`; a step that leaves such a
+    state fails with it (its recovery applies)."""
+
+
+class WorkflowCorrupt(WorkflowError):
+    """A stored workflow record cannot be read: it is not a valid record, or its state fails
+    the validation of its workflow's state model. Such a workflow is listed with status
+    `corrupt` and skipped by `resume()`.
+
+    Attributes:
+        workflow_id: the workflow's id.
+        problem: what is wrong with the record.
+    """
+
+    def __init__(self, workflow_id: str, problem: str, *, action: str) -> None:
+        super().__init__(
+            f"cannot {action} workflow {workflow_id!r}: its record is corrupt ({problem})"
+        )
+        self.workflow_id = workflow_id
+        self.problem = problem
+
+
+class LeaseLost(WorkflowError):
+    """A commit of a workflow was refused: its stored record is no longer the one this process
+    last committed (another process took the workflow over after this one's lease expired,
+    or changed it). This process stops running it and commits nothing more for it.
+
+    Attributes:
+        workflow_id: the workflow's id.
+    """
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} was taken over or changed by another process: this "
+            "process no longer holds its lease, so its commit was refused"
+        )
+        self.workflow_id = workflow_id

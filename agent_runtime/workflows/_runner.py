@@ -13,10 +13,16 @@ import structlog
 from pydantic import JsonValue
 
 from agent_runtime.workflows._context import StepContext
-from agent_runtime.workflows._errors import InvalidWorkflow, StepTimeout, UnknownStep
+from agent_runtime.workflows._errors import (
+    InvalidState,
+    InvalidWorkflow,
+    StepTimeout,
+    UnknownStep,
+)
 from agent_runtime.workflows._host import WorkflowHost
 from agent_runtime.workflows._pause import PauseGate
 from agent_runtime.workflows._records import StepRun, WorkflowRecord
+from agent_runtime.workflows._state_json import state_json
 from agent_runtime.workflows._step import StepSpec
 from agent_runtime.workflows._workflow import Definition, Workflow
 
@@ -40,6 +46,7 @@ class LiveWorkflow:
     waiter: asyncio.Future[JsonValue] | None = None
     halted: bool = False  # canceled or the runtime stops: the runner commits nothing more
     halt_reason: str = "workflow_canceled"  # the abort reason of its agents' runs then
+    lease_lost: bool = False  # halted because another process took it over
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -113,6 +120,15 @@ async def _visit(
             ),
             fatal=True,
         )
+    state: dict[str, Any] | None = None
+    if failure is None:
+        try:
+            state = state_json(workflow.state, where=f"step {spec.name!r}")
+        except InvalidState as exc:  # recovery applies: a retry may leave a JSON state
+            log.warning(
+                "workflow.step.failed", workflow_id=ctx.workflow_id, step=spec.name, error=str(exc)
+            )
+            failure = _Failure(exc)
     if failure is None and not ctx.decided:
         failure = _Failure(
             InvalidWorkflow(
@@ -140,7 +156,7 @@ async def _visit(
             "step": nxt if nxt is not None else spec.name,
             "attempt": 0 if nxt is not None else record.attempt,
             "failures": 0,
-            "state": workflow.state.model_dump(mode="json"),
+            "state": state,
             "history": (*record.history, run),
             "resumes": (),
             "pause_reason": None,
@@ -162,6 +178,12 @@ async def _attempt(
     except StepTimeout as exc:
         await _halt(task, ctx, "workflow_step_timeout")
         log.warning("workflow.step.timed_out", workflow_id=ctx.workflow_id, step=spec.name)
+        # what follows (a retry, a failover) must not find the agents busy with the aborted
+        # runs: wait for their ends, for at most the step's timeout
+        if not await ctx.await_agents_idle(spec.timeout or CANCEL_GRACE):
+            log.warning(
+                "workflow.step.agents_still_busy", workflow_id=ctx.workflow_id, step=spec.name
+            )
         return _Failure(exc, timed_out=True)
     except asyncio.CancelledError:
         await _halt(task, ctx, live.halt_reason)

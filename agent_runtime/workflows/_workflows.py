@@ -7,6 +7,7 @@ import asyncio
 import builtins
 import contextlib
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable, Coroutine
@@ -19,6 +20,8 @@ from pydantic import BaseModel, JsonValue
 from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.workflows._errors import (
     InvalidWorkflow,
+    LeaseLost,
+    WorkflowCorrupt,
     WorkflowError,
     WorkflowExists,
     WorkflowFinished,
@@ -26,19 +29,24 @@ from agent_runtime.workflows._errors import (
     WorkflowNotPaused,
 )
 from agent_runtime.workflows._host import WorkflowHost
+from agent_runtime.workflows._lease import LEASE_SECONDS, held_elsewhere, new_owner
 from agent_runtime.workflows._records import (
     FINAL,
-    STATUSES,
+    INFO_STATUSES,
+    Corrupt,
+    InfoStatus,
+    Lease,
     WorkflowInfo,
     WorkflowRecord,
-    WorkflowStatus,
 )
 from agent_runtime.workflows._runner import CANCEL_GRACE, LiveWorkflow, run_workflow
-from agent_runtime.workflows._store import WorkflowStore
+from agent_runtime.workflows._state_json import state_json
+from agent_runtime.workflows._store import Stored, WorkflowStore
 from agent_runtime.workflows._workflow import Definition, Workflow, definition, resolve
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
+_LAST = object()  # `_write`'s expected text: the one this process last wrote
 
 
 class Workflows:
@@ -59,10 +67,19 @@ class Workflows:
       step; that step runs again from its start with the state committed before it (steps
       must be idempotent, or use `ctx.attempt`); a step whose end was committed never runs
       again; a `paused` workflow stays paused until `resume_with`;
-    - `stop()` (the runtime's) halts the workflows without changing their records, so a
-      later `resume()` goes on where they were;
-    - one process at a time should run a store's workflows: there is no lease, so two
-      processes calling `resume()` on one database would both run them.
+    - `stop()` (the runtime's) halts the workflows without changing their records (but for
+      releasing their leases), so a later `resume()` goes on where they were;
+    - several processes may share a store: each workflow has a lease (owner, epoch, expiry,
+      renewed every third of `lease_seconds` while it runs, released when it pauses, ends
+      or the runtime stops); `resume()` takes only workflows whose lease expired, was
+      released, or whose owner is a dead process of this host, with the next epoch; every
+      commit is a compare-and-set against the record this process last committed, so after
+      a takeover a step may run again but its result commits once, and a stale owner's
+      commit is refused (`LeaseLost`: it stops running the workflow, logged
+      `workflow.lease.lost`);
+    - a record that cannot be read (or whose state fails its model) is reported, never
+      raised: logged `workflow.record.corrupt`, listed with status `corrupt`, skipped by
+      `resume()`; `cancel` and `resume_with` on it raise `WorkflowCorrupt`.
 
     Sync methods block until the loop answered; their `a`-prefixed twins are for async code
     (also steps and async tools on the runtime's loop, where the sync ones raise).
@@ -80,6 +97,30 @@ class Workflows:
         self._live: dict[str, LiveWorkflow] = {}  # touched only on the event loop's thread
         self._start_lock: asyncio.Lock | None = None
         self._stopping = False
+        self._texts: dict[str, str] = {}  # id -> text last committed here; on the I/O thread
+        self.owner = new_owner()
+        self._lease_seconds = LEASE_SECONDS
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long this process's leases last without renewal (default 15 s); renewed every
+        third of it while a workflow runs. Set it before `start` / `resume`.
+
+        Raises (on set):
+            ValueError: not a finite number of seconds > 0.
+        """
+        return self._lease_seconds
+
+    @lease_seconds.setter
+    def lease_seconds(self, seconds: float) -> None:
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not math.isfinite(seconds)
+            or seconds <= 0
+        ):
+            raise ValueError(f"invalid lease_seconds {seconds!r} (expected seconds > 0)")
+        self._lease_seconds = float(seconds)
 
     # -- start ------------------------------------------------------------------------------
 
@@ -138,9 +179,10 @@ class Workflows:
             workflow=found.name,
             status="running",
             step=step.name,
-            state=state.model_dump(mode="json"),
+            state=state_json(state, where=f"start {found.name}"),
             created_at=now,
             updated_at=now,
+            lease=Lease(owner=self.owner, epoch=1, expires_at=0.0),
         )
         return record, found
 
@@ -149,10 +191,16 @@ class Workflows:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
             live = self._live.get(record.id)
-            stored = live.record if live is not None else await self._read(record.id)
-            if stored is not None:
-                raise WorkflowExists(record.id, stored.status)
-            await self._commit(record)
+            if live is not None:
+                raise WorkflowExists(record.id, live.record.status)
+            try:
+                await self._write(record, expected=None)
+            except LeaseLost:  # stored already, by this process or another
+                found_now = await self._read(record.id)
+                status = "corrupt" if isinstance(found_now, Corrupt) else None
+                if isinstance(found_now, WorkflowRecord):
+                    status = found_now.status
+                raise WorkflowExists(record.id, status or "unknown") from None
         log.info("workflow.started", workflow_id=record.id, workflow=record.workflow)
         self._spawn(LiveWorkflow(record, found))
         return record.id
@@ -174,23 +222,26 @@ class Workflows:
         """`get` for async code (the read runs off the loop)."""
         return self._info_of(workflow_id, await self._read(workflow_id))
 
-    def list(self, status: WorkflowStatus | None = None) -> list[WorkflowInfo]:
-        """Every stored workflow (with `status`, if given), oldest first.
+    def list(self, status: InfoStatus | None = None) -> list[WorkflowInfo]:
+        """Every stored workflow (with `status`, if given), oldest first; those whose record
+        cannot be read come last, with status `corrupt`, their id and the problem in `error`
+        (each logged as `workflow.record.corrupt`).
 
         Raises:
-            ValueError: `status` is not one of running, paused, completed, failed, canceled.
+            ValueError: `status` is not one of running, paused, completed, failed, canceled,
+                corrupt.
         """
         _check_status(status)
         refuse_on_loop(
             "Workflows.list()", "`await runtime.workflows.alist(...)`", on_host_loop="warn"
         )
-        return [_info(r) for r in self._store.all() if status is None or r.status == status]
+        return _listed(self._store.all(), status)
 
-    async def alist(self, status: WorkflowStatus | None = None) -> builtins.list[WorkflowInfo]:
+    async def alist(self, status: InfoStatus | None = None) -> builtins.list[WorkflowInfo]:
         """`list` for async code (the read runs off the loop)."""
         _check_status(status)
-        records = await asyncio.get_running_loop().run_in_executor(self._io, self._store.all)
-        return [_info(r) for r in records if status is None or r.status == status]
+        stored = await asyncio.get_running_loop().run_in_executor(self._io, self._store.all)
+        return _listed(stored, status)
 
     # -- answer, cancel, resume -------------------------------------------------------------
 
@@ -214,23 +265,38 @@ class Workflows:
         await self._async(self._resume_with(workflow_id, _json_copy(value)))
 
     async def _resume_with(self, workflow_id: str, answer: JsonValue) -> None:
-        live = self._live.get(workflow_id)
-        record = live.record if live is not None else await self._read(workflow_id)
-        if record is None:
+        stored = await self._read_text(workflow_id)
+        if stored is None:
             raise WorkflowNotFound(workflow_id)
+        text, record = stored
+        if isinstance(record, Corrupt):
+            raise WorkflowCorrupt(workflow_id, record.problem, action="resume_with")
         if record.status != "paused":
             raise WorkflowNotPaused(workflow_id, record.status)
+        live = self._live.get(workflow_id)
+        if live is not None and text != self._texts.get(workflow_id):
+            await _halt(live, "workflow_taken_over")  # another process changed it since
+            live = None
         waiter = live.waiter if live is not None else None
         found = live.definition if live is not None else _definition_of(record)
+        try:
+            found.state_type.model_validate(record.state)
+        except ValueError as exc:  # ValidationError is one
+            problem = "its state fails validation: " + " ".join(str(exc).split())
+            raise WorkflowCorrupt(workflow_id, problem, action="resume_with") from None
         answered = record.model_copy(
             update={
                 "status": "running",
                 "pause_reason": None,
                 "resumes": (*record.resumes, answer),
                 "updated_at": time.time(),
+                "lease": self._taken(record),
             }
         )
-        await self._commit(answered)
+        try:
+            await self._write(answered, expected=text)
+        except LeaseLost:
+            raise WorkflowNotPaused(workflow_id, "changed by another process") from None
         log.info("workflow.resumed_with", workflow_id=workflow_id, step=record.step)
         if live is not None and waiter is not None and not waiter.done():
             live.record = answered
@@ -254,18 +320,30 @@ class Workflows:
 
     async def _cancel(self, workflow_id: str) -> None:
         live = self._live.get(workflow_id)
-        record = live.record if live is not None else await self._read(workflow_id)
-        if record is None:
-            raise WorkflowNotFound(workflow_id)
-        if record.status in FINAL:
-            raise WorkflowFinished(workflow_id, record.status, action="cancel")
         if live is not None:
             await _halt(live, "workflow_canceled")
-            record = live.record
-        canceled = record.model_copy(
-            update={"status": "canceled", "pause_reason": None, "updated_at": time.time()}
-        )
-        await self._commit(canceled)
+        while True:  # a compare-and-set against what is stored: again if it changed meanwhile
+            stored = await self._read_text(workflow_id)
+            if stored is None:
+                raise WorkflowNotFound(workflow_id)
+            text, record = stored
+            if isinstance(record, Corrupt):
+                raise WorkflowCorrupt(workflow_id, record.problem, action="cancel")
+            if record.status in FINAL:
+                raise WorkflowFinished(workflow_id, record.status, action="cancel")
+            canceled = record.model_copy(
+                update={
+                    "status": "canceled",
+                    "pause_reason": None,
+                    "updated_at": time.time(),
+                    "lease": self._taken(record),
+                }
+            )
+            try:
+                await self._write(canceled, expected=text)
+            except LeaseLost:
+                continue
+            break
         if live is not None:
             live.record = canceled
         log.info("workflow.canceled", workflow_id=workflow_id, step=record.step)
@@ -283,17 +361,34 @@ class Workflows:
         return await self._async(self._resume())
 
     async def _resume(self) -> builtins.list[str]:
-        records = await asyncio.get_running_loop().run_in_executor(self._io, self._store.all)
+        stored = await asyncio.get_running_loop().run_in_executor(self._io, self._store.all)
         resumed = []
-        for record in records:
+        for text, record in stored:
+            if isinstance(record, Corrupt):
+                log.warning("workflow.resume.skipped", workflow_id=record.id, error=record.problem)
+                continue
             if record.status != "running" or record.id in self._live:
+                continue
+            if held_elsewhere(record.lease, self.owner, time.time()):
+                log.info(
+                    "workflow.resume.leased",
+                    workflow_id=record.id,
+                    owner=record.lease.owner if record.lease else None,
+                )
                 continue
             try:
                 found = _definition_of(record)
-            except WorkflowError as exc:
+                found.state_type.model_validate(record.state)
+            except (WorkflowError, ValueError) as exc:  # ValidationError is a ValueError
                 log.warning("workflow.resume.skipped", workflow_id=record.id, error=str(exc))
                 continue
-            self._spawn(LiveWorkflow(record, found))
+            taken = record.model_copy(update={"lease": self._taken(record)})
+            try:
+                await self._write(taken, expected=text)
+            except LeaseLost:  # another process took it first
+                continue
+            log.info("workflow.lease.taken", workflow_id=record.id, epoch=_epoch(taken))
+            self._spawn(LiveWorkflow(taken, found))
             resumed.append(record.id)
         log.info("workflow.resumed", count=len(resumed))
         return resumed
@@ -317,6 +412,10 @@ class Workflows:
             await asyncio.wait_for(
                 asyncio.gather(*(_halt(live, "runtime_stopping") for live in lives)), timeout
             )
+        loop = asyncio.get_running_loop()
+        for live in lives:  # so that the next process resumes them at once
+            with contextlib.suppress(Exception):
+                await loop.run_in_executor(self._io, self._release_io, live.record.id)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -326,28 +425,110 @@ class Workflows:
 
     async def _drive(self, live: LiveWorkflow) -> None:
         workflow_id = live.record.id
+        renewing = asyncio.ensure_future(self._renew(live))
         try:
             await run_workflow(self._host, live, self._commit)
         except asyncio.CancelledError:
-            raise
+            if not live.lease_lost:
+                raise
+        except LeaseLost:
+            log.warning("workflow.lease.lost", workflow_id=workflow_id)
         except Exception:  # the store failed: the workflow stays as last committed
             log.exception("workflow.runner.crashed", workflow_id=workflow_id)
         finally:
+            renewing.cancel()
             if self._live.get(workflow_id) is live:
                 del self._live[workflow_id]
 
-    async def _commit(self, record: WorkflowRecord) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._io, self._store.put, record)
+    async def _renew(self, live: LiveWorkflow) -> None:
+        """Renew `live`'s lease every third of `lease_seconds` while it runs; when the lease
+        was lost (another process took the workflow over), halt it: it commits nothing more."""
+        loop = asyncio.get_running_loop()
+        workflow_id = live.record.id
+        while not live.halted:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                await loop.run_in_executor(self._io, self._renew_io, workflow_id)
+            except LeaseLost:
+                log.warning("workflow.lease.lost", workflow_id=workflow_id)
+                live.lease_lost = True
+                await _halt(live, "workflow_lease_lost")
+                return
+            except Exception as exc:  # the store failed: try again at the next renewal
+                log.warning("workflow.lease.renew_failed", workflow_id=workflow_id, error=str(exc))
 
-    async def _read(self, workflow_id: str) -> WorkflowRecord | None:
+    async def _commit(self, record: WorkflowRecord) -> None:
+        """Commit `record` over the one this process last committed (see `_write_io`)."""
+        await self._write(record, expected=_LAST)
+
+    async def _write(self, record: WorkflowRecord, *, expected: str | object | None) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io, self._write_io, record, expected)
+
+    def _write_io(self, record: WorkflowRecord, expected: str | object | None) -> None:
+        """On the I/O thread: store `record`, with this process's lease stamped on it (expiring
+        `lease_seconds` from now while running, released otherwise), if the stored text is
+        `expected` (`_LAST`: the text this process last wrote for it).
+
+        Raises:
+            LeaseLost: the stored record is another (taken over or changed elsewhere).
+        """
+        if expected is _LAST:
+            if record.id not in self._texts:
+                raise LeaseLost(record.id)
+            expected = self._texts[record.id]
+        assert expected is None or isinstance(expected, str)
+        epoch = record.lease.epoch if record.lease is not None else 1
+        expires = time.time() + self.lease_seconds if record.status == "running" else 0.0
+        stamped = record.model_copy(
+            update={"lease": Lease(owner=self.owner, epoch=epoch, expires_at=expires)}
+        )
+        text = stamped.model_dump_json()
+        if not self._store.compare_and_set(record.id, expected, text):
+            self._texts.pop(record.id, None)
+            raise LeaseLost(record.id)
+        self._texts[record.id] = text
+
+    def _renew_io(self, workflow_id: str) -> None:
+        """On the I/O thread: push the lease's expiry of a running workflow this process last
+        committed `lease_seconds` ahead (a compare-and-set, like every commit)."""
+        text = self._texts.get(workflow_id)
+        if text is None:
+            raise LeaseLost(workflow_id)
+        record = WorkflowRecord.model_validate_json(text)
+        if record.status == "running":
+            self._write_io(record, text)
+
+    def _release_io(self, workflow_id: str) -> None:
+        """On the I/O thread: release the lease of a workflow this process halted (its expiry
+        set to 0), so that another process resumes it without waiting."""
+        text = self._texts.pop(workflow_id, None)
+        if text is None:
+            return
+        record = WorkflowRecord.model_validate_json(text)
+        if record.status == "running" and record.lease is not None:
+            released = record.model_copy(
+                update={"lease": record.lease.model_copy(update={"expires_at": 0.0})}
+            )
+            self._store.compare_and_set(workflow_id, text, released.model_dump_json())
+
+    def _taken(self, record: WorkflowRecord) -> Lease:
+        """The lease this process takes `record` with: the next epoch."""
+        return Lease(owner=self.owner, epoch=_epoch(record) + 1, expires_at=0.0)
+
+    async def _read(self, workflow_id: str) -> WorkflowRecord | Corrupt | None:
         return await asyncio.get_running_loop().run_in_executor(
             self._io, self._store.get, workflow_id
         )
 
-    def _info_of(self, workflow_id: str, record: WorkflowRecord | None) -> WorkflowInfo:
+    async def _read_text(self, workflow_id: str) -> Stored | None:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._io, self._store.read, workflow_id
+        )
+
+    def _info_of(self, workflow_id: str, record: WorkflowRecord | Corrupt | None) -> WorkflowInfo:
         if record is None:
             raise WorkflowNotFound(workflow_id)
-        return _info(record)
+        return record.info() if isinstance(record, Corrupt) else _info(record)
 
     def _sync(self, what: str, coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
         refuse_on_loop(
@@ -393,12 +574,30 @@ def _definition_of(record: WorkflowRecord) -> Definition:
     return definition(cls)
 
 
+def _epoch(record: WorkflowRecord) -> int:
+    return record.lease.epoch if record.lease is not None else 0
+
+
+def _listed(stored: builtins.list[Stored], status: str | None) -> builtins.list[WorkflowInfo]:
+    infos = [r.info() if isinstance(r, Corrupt) else _info(r) for _, r in stored]
+    return [info for info in infos if status is None or info.status == status]
+
+
 def _info(record: WorkflowRecord) -> WorkflowInfo:
+    """The info of `record`; `corrupt` when its state fails its model's validation."""
     state: Any = record.state
     cls = resolve(record.workflow)
     if cls is not None:
-        with contextlib.suppress(InvalidWorkflow, ValueError):
+        try:
             state = definition(cls).state_type.model_validate(record.state)
+        except InvalidWorkflow:
+            pass
+        except ValueError as exc:  # ValidationError is one
+            problem = f"its state fails the validation of {record.workflow}: " + " ".join(
+                str(exc).split()
+            )
+            log.warning("workflow.record.corrupt", workflow_id=record.id, problem=problem)
+            return Corrupt(record.id, problem, record.model_dump(mode="json")).info()
     return WorkflowInfo(
         id=record.id,
         workflow=record.workflow,
@@ -411,13 +610,14 @@ def _info(record: WorkflowRecord) -> WorkflowInfo:
         error=record.error,
         created_at=record.created_at,
         updated_at=record.updated_at,
+        lease=record.lease,
     )
 
 
 def _check_status(status: object) -> None:
-    if status is not None and status not in STATUSES:
+    if status is not None and status not in INFO_STATUSES:
         raise ValueError(
-            f"unknown workflow status {status!r} (expected one of: {', '.join(STATUSES)})"
+            f"unknown workflow status {status!r} (expected one of: {', '.join(INFO_STATUSES)})"
         )
 
 

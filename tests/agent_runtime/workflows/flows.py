@@ -195,3 +195,50 @@ class Delegating(Workflow[Counter]):
         result = await ctx.agent((ctx.session, "writer", 0)).arun("again")
         self.state = self.state.model_copy(update={"notes": [*self.state.notes, result.text]})
         ctx.end()
+
+
+class Loose(BaseModel):
+    n: int = 0
+    anything: object = None
+    score: float = 0.0
+
+
+class NotJsonState(Workflow[Loose]):
+    """`put` leaves a state that is not JSON: an object, then NaN, then infinity in a list."""
+
+    @step(recovery=max_retries(2))
+    async def put(self, ctx: StepContext) -> None:
+        Log.events.append(f"put:{ctx.attempt}")
+        bad: dict[int, dict[str, object]] = {
+            1: {"anything": object()},
+            2: {"score": float("nan")},
+            3: {"anything": {"xs": [1.0, float("inf")]}},
+        }
+        self.state = self.state.model_copy(update=bad[ctx.attempt])
+        ctx.end()
+
+
+class SlowAbort(Workflow[Counter]):
+    """`call` runs the agent `helper`, whose first model call hangs and, once aborted, takes
+    0.3 s to wind down; the step times out after 0.5 s and is retried once."""
+
+    calls: ClassVar[int] = 0
+
+    def agent_options(self, key: AgentKey) -> dict[str, object]:
+        async def answer(request: object) -> str:
+            SlowAbort.calls += 1
+            if SlowAbort.calls == 1:
+                try:
+                    await asyncio.Event().wait()
+                finally:
+                    await asyncio.sleep(0.3)  # a slow end of the aborted run
+            return "ok"
+
+        return {"model": FunctionModel(answer)}
+
+    @step(timeout=0.5, recovery=max_retries(1))
+    async def call(self, ctx: StepContext) -> None:
+        Log.events.append(f"call:{ctx.attempt}")
+        result = await ctx.agent("helper").arun("hello")
+        self.state = self.state.model_copy(update={"notes": [result.text]})
+        ctx.end()

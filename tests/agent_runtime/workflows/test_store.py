@@ -32,9 +32,9 @@ def test_records_round_trip_and_list_across_workflows(store: MemoryStore) -> Non
     workflows.put(record("one", 1.0))
     assert workflows.get("two") == second
     assert workflows.get("three") is None
-    assert [r.id for r in workflows.all()] == ["one", "two"]
+    assert [r.id for _, r in workflows.all()] == ["one", "two"]
     workflows.put(second.model_copy(update={"status": "completed"}))  # replaces
-    assert [r.status for r in workflows.all()] == ["running", "completed"]
+    assert [getattr(r, "status", None) for _, r in workflows.all()] == ["running", "completed"]
     # kept apart from the sessions' histories: no history appears for the records
     assert SESSION not in store.sessions()
 
