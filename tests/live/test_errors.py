@@ -77,3 +77,25 @@ def test_a_base_url_without_v1_names_the_url_called(
     with pytest.raises(ModelNotFoundError) as caught:
         chunks_of(model, ask("hi")) if streaming else model.generate_sync(ask("hi"), timeout=30)
     assert f"POST {root}/chat/completions" in caught.value.message
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_a_required_tool_choice_names_the_option_the_server_rejects(
+    model: OpenAICompatibleModel, mode: str, streaming: bool
+) -> None:
+    """chatml-function-calling answers `required` with a bare 500 (an empty message; streamed,
+    an empty 200 stream): the error names tool_choice and is not retried (issue 35.14). The
+    GGUF's own template may serve it: then it is an answer."""
+    retries: list[LLMError] = []
+    retrying = RetryingModel(model, base_delay=0.0, on_retry=lambda n, d, e: retries.append(e))
+    request = ask("What is 2 plus 3?", tools=[ADD], tool_choice="required")
+    try:
+        if streaming:
+            chunks_of(retrying, request)
+        else:
+            retrying.generate_sync(request, timeout=SECONDS)
+    except LLMError as error:
+        assert error.status == 500 and "tool_choice='required'" in error.message
+        assert not error.retryable and retries == []
+    else:
+        assert mode != "chatml-function-calling", "the server used to reject tool_choice=required"

@@ -24,7 +24,7 @@ from agent_runtime.llm._sse import SseEventSource
 from agent_runtime.llm._transport import ApiKey, encode_json
 from agent_runtime.llm._usage import answer_chars, estimated_usage
 from agent_runtime.llm.builder import ChatResponseBuilder
-from agent_runtime.llm.errors import NetworkError, ProviderError
+from agent_runtime.llm.errors import LLMError, NetworkError, ProviderError
 from agent_runtime.llm.providers._http import HttpChatModel, HttpOptions
 from agent_runtime.llm.providers._openai_convert import (
     MaxTokensParam,
@@ -35,6 +35,7 @@ from agent_runtime.llm.providers._openai_convert import (
     request_body,
     stop_reason_of,
 )
+from agent_runtime.llm.providers._openai_quirks import explain_unexplained_failure
 from agent_runtime.llm.types import (
     ChatRequest,
     ChatResponse,
@@ -140,28 +141,31 @@ class OpenAICompatibleModel(HttpChatModel):
         finish: str | None = None
         done = received = reported_usage = False
         output_chars = 0
-        events = SseEventSource(
-            self._transport, "/chat/completions", self._body(request, stream=True)
-        )
-        async with events:  # the response is closed before FinishDelta
-            async for event in events:
-                received = True
-                if event.data.strip().startswith("[DONE]"):
-                    done = True
-                    break
-                payload = events.json(event)
-                if event.event == "error" or is_error(payload):
-                    raise events.error(payload)
-                if not isinstance(payload, Mapping):
-                    continue
-                chunks, reason = chunk_deltas(payload)
-                for chunk in chunks:
-                    if isinstance(chunk, UsageDelta):
-                        reported_usage = True
-                    else:
-                        output_chars += answer_chars(chunk)
-                    yield chunk
-                finish = reason or finish
+        wire = self._body(request, stream=True)
+        events = SseEventSource(self._transport, "/chat/completions", wire)
+        try:
+            async with events:  # the response is closed before FinishDelta
+                async for event in events:
+                    received = True
+                    if event.data.strip().startswith("[DONE]"):
+                        done = True
+                        break
+                    payload = events.json(event)
+                    if event.event == "error" or is_error(payload):
+                        raise events.error(payload)
+                    if not isinstance(payload, Mapping):
+                        continue
+                    chunks, reason = chunk_deltas(payload)
+                    for chunk in chunks:
+                        if isinstance(chunk, UsageDelta):
+                            reported_usage = True
+                        else:
+                            output_chars += answer_chars(chunk)
+                        yield chunk
+                    finish = reason or finish
+        except LLMError as error:
+            self._explain(error, wire)
+            raise
         if not received:
             async for chunk in self._after_empty_stream(request, events.request_id):
                 yield chunk
@@ -212,9 +216,13 @@ class OpenAICompatibleModel(HttpChatModel):
         """A non-streamed call as chunks (usage estimated when the body has none), and its
         request id."""
         wire = self._body(request, stream=False)
-        body, request_id = await self._transport.post_json(
-            "/chat/completions", wire, fresh_connection=fresh_connection
-        )
+        try:
+            body, request_id = await self._transport.post_json(
+                "/chat/completions", wire, fresh_connection=fresh_connection
+            )
+        except LLMError as error:
+            self._explain(error, wire)
+            raise
         provider = self._info.provider
         if is_error(body):
             raise self._transport.stream_error(body, request_id)
@@ -231,6 +239,12 @@ class OpenAICompatibleModel(HttpChatModel):
             usage = estimated_usage(len(encode_json(wire)), output_chars)
             chunks.insert(len(chunks) - 1, UsageDelta(usage=usage))
         return chunks, request_id
+
+    def _explain(self, error: LLMError, wire: Mapping[str, Any]) -> None:
+        """Name the options of `wire` that local servers are known to reject, when `error` is
+        a failure the server gave no reason for (not for the hosted APIs, which do not)."""
+        if self._info.provider not in _HOSTS:
+            explain_unexplained_failure(error, wire)
 
     async def _generate(self, request: ChatRequest) -> ChatResponse:
         chunks, request_id = await self._completion_chunks(request)

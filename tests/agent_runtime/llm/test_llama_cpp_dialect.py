@@ -218,3 +218,51 @@ def test_not_found_names_the_url_that_was_called(
         collect(without_v1) if streaming else generate(without_v1)
     assert f"POST {llama.url}/chat/completions" in caught.value.message
     assert caught.value.message.startswith("Not Found")
+
+
+# -- issue 35.14: a bare 500 names the options the server is known to reject -----------------------
+
+
+def test_the_dialect_answers_a_required_tool_choice_with_a_bare_500(
+    llama: MockProviderServer,
+) -> None:
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
+    body = {"model": "m", "messages": [], "tools": tools, "tool_choice": "required"}
+    response = post(llama, body)
+    assert response.status_code == 500 and response.json()["error"]["message"] == ""
+    streamed = post(llama, {**body, "stream": True})
+    assert streamed.status_code == 200 and streamed.content == b""
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_a_bare_500_names_the_tool_choice_the_server_rejects_and_is_not_retried(
+    llama: MockProviderServer, streaming: bool
+) -> None:
+    request = ChatRequest(messages=[UserMessage(content="hi")], tools=[ADD], tool_choice="required")
+    retries: list[object] = []
+    model = RetryingModel(
+        adapter("openai", llama), base_delay=0.0, on_retry=lambda a, d, e: retries.append(e)
+    )
+
+    async def call() -> None:
+        if streaming:
+            async for _ in model.stream(request):
+                pass
+        else:
+            await model.generate(request)
+
+    with pytest.raises(ProviderError) as caught:
+        run(model.inner, call)
+    error = caught.value
+    assert "tool_choice='required'" in error.message and "no reason" in error.message
+    assert "docs/providers.md" in error.message
+    assert not error.retryable and retries == []
+
+
+def test_a_bare_500_without_a_rejected_option_is_left_as_it_was(
+    llama: MockProviderServer,
+) -> None:
+    llama.enqueue(MockResponse(status=500, body={"error": {"message": "", "type": "x"}}))
+    with pytest.raises(ProviderError) as caught:
+        generate(adapter("openai", llama))
+    assert caught.value.retryable and "known to reject" not in caught.value.message
