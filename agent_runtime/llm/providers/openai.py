@@ -9,7 +9,8 @@ Stream policy (servers differ): `data: [DONE]` is the terminal marker; a stream 
 cleanly after a `finish_reason` but without `[DONE]` (llama.cpp before PR #9459, ik_llama.cpp,
 llama-box) is finished too, as the official SDK treats it; a stream that closes with neither
 raises `NetworkError`; a 200 stream with no event at all is repeated once without streaming
-(llama-cpp-python's way of failing after its headers: the repeat gets the real error). A stream
+(llama-cpp-python's way of failing after its headers: the repeat gets the real error; when it
+answers a request with tools, that shape of request goes without streaming from then on). A stream
 without a usage chunk gets an estimate (`Usage.estimated`), as does a body without `usage`.
 """
 
@@ -36,6 +37,7 @@ from agent_runtime.llm.providers._openai_convert import (
     stop_reason_of,
 )
 from agent_runtime.llm.providers._openai_quirks import explain_unexplained_failure
+from agent_runtime.llm.providers._stream_fallback import Shape, StreamFallbacks, shape_of
 from agent_runtime.llm.types import (
     ChatRequest,
     ChatResponse,
@@ -79,6 +81,10 @@ class OpenAICompatibleModel(HttpChatModel):
       raised (typed: `ContextLengthExceededError`, `InvalidRequestError`, ...), its answer is
       streamed; when that has no answer either, a non-retryable `ProviderError`
       (`code="empty_stream"`) is raised, never a retryable `NetworkError`.
+    - When that repeat answers a request with tools, the instance remembers the request's
+      shape (its `tool_choice`, and whether it follows a tool result) for its life: later
+      streamed requests of that shape are sent without streaming at once, one request
+      instead of two (logged at debug level, counted by `agent_runtime.llm.stream_fallbacks`).
     - Cancelling the consuming task or aborting its signal closes the HTTP response at once.
 
     Raises (from `generate`, `stream`, `list_models`):
@@ -121,6 +127,7 @@ class OpenAICompatibleModel(HttpChatModel):
         self._extra_headers = dict(headers or {})
         self._max_tokens_param: MaxTokensParam = max_tokens_param
         self._structured_output_mode: StructuredOutputMode = structured_output_mode
+        self._stream_fallbacks = StreamFallbacks(provider, model)
 
     def _headers(self) -> dict[str, str]:
         key = self._api_key_now()
@@ -142,6 +149,12 @@ class OpenAICompatibleModel(HttpChatModel):
         done = received = reported_usage = False
         output_chars = 0
         wire = self._body(request, stream=True)
+        shape = shape_of(request, wire)
+        if self._stream_fallbacks.learned(shape):  # this server cannot stream this shape
+            chunks, _ = await self._completion_chunks(request)
+            for chunk in chunks:
+                yield chunk
+            return
         events = SseEventSource(self._transport, "/chat/completions", wire)
         try:
             async with events:  # the response is closed before FinishDelta
@@ -167,7 +180,7 @@ class OpenAICompatibleModel(HttpChatModel):
             self._explain(error, wire)
             raise
         if not received:
-            async for chunk in self._after_empty_stream(request, events.request_id):
+            async for chunk in self._after_empty_stream(request, events.request_id, shape):
                 yield chunk
             return
         if not done and finish is None:
@@ -182,14 +195,15 @@ class OpenAICompatibleModel(HttpChatModel):
         yield FinishDelta(reason=stop_reason_of(finish), raw_reason=finish)
 
     async def _after_empty_stream(
-        self, request: ChatRequest, request_id: str | None
+        self, request: ChatRequest, request_id: str | None, shape: Shape | None
     ) -> AsyncIterator[StreamChunk]:
         """A 200 stream that carried no event at all is how llama-cpp-python reports an
         error it meets after sending its headers (a prompt past the context window, a
         `tool_choice` it cannot serve). The same request is made once without streaming,
         where the server answers with the real error, which is raised (a `ProviderError`
         marked not retryable: the server fails this request either way); should it answer,
-        its answer is the stream's. Nothing else retries it."""
+        its answer is the stream's, and requests of the same `shape` (with tools) go
+        without streaming from then on (`_stream_fallback`). Nothing else retries it."""
         log.warning("llm.stream.empty", provider=self._info.provider, request_id=request_id)
         try:
             # A new connection: the server closes the one that carried the empty stream.
@@ -207,6 +221,7 @@ class OpenAICompatibleModel(HttpChatModel):
                 retryable=False,
                 code="empty_stream",
             )
+        self._stream_fallbacks.learn(shape)
         for chunk in chunks:
             yield chunk
 
