@@ -8,10 +8,16 @@ other `AGENT_RUNTIME_*` variable is a mistake (`AGENT_RUNTIME_MAXTOOLTURNS`) and
 rather than ignored. Unknown keys, wrong types, a `default_profile` naming no profile and a file
 that cannot be read fail with a `ConfigError` naming the key, the value and where it came from.
 A UTF-8 byte-order mark at the start of the file is accepted (editors on Windows write one).
+
+Types: a value in the file must have its key's own TOML type (`max_retries = 5`, not `"5"`;
+`log_content = true`, not `"true"`; an integer is accepted for a float); an environment
+variable is text and is parsed to the key's type (`"5"`, `"true"`, `"2.5"`). Infinity and
+NaN are refused for every number, from the file (`inf`, `nan`) and the environment alike.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -44,7 +50,8 @@ ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No key takes infinity or NaN: `max_delay = inf` would make every backoff wait forever.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SupervisionConfig(_Section):
@@ -474,11 +481,71 @@ def load_config(
     if file is not None:
         source = str(file)
         data = _read_toml(file)
+    from_file = copy.deepcopy(data)
     from_env = _apply_env(data, env)
     try:
-        return RuntimeConfig.model_validate(data)
+        config = RuntimeConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source, from_env)) from None
+    if file is not None:
+        # The file's values must have their keys' types; the environment's were parsed above
+        # and are checked here as the values they became.
+        for keys in from_env:
+            _put(from_file, keys, _value_at(config, keys))
+        try:
+            check_file_types(from_file)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, source, from_env)) from None
+    return config
+
+
+def check_file_types(data: Mapping[str, Any]) -> None:
+    """Check that every value of `data`, a config file as `tomllib` read it, has its key's own
+    type: a string is not taken for a number or a boolean, a float not for an integer (an
+    integer is taken for a float). Call it on data that `RuntimeConfig.model_validate`
+    accepted.
+
+    Raises:
+        pydantic.ValidationError: one error per value of another type (its `loc` the key).
+    """
+    RuntimeConfig.model_validate_json(json.dumps(_plain(data)), strict=True)
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON-able data, secrets revealed: what a validated config holds, as input."""
+    if isinstance(value, BaseModel):
+        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        fields.update(value.__pydantic_extra__ or {})
+        return {name: _plain(item) for name, item in fields.items()}
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _value_at(config: RuntimeConfig, keys: tuple[str, ...]) -> Any:
+    """The validated value of the key at `keys` (as the environment set it)."""
+    node: Any = config
+    for key in keys:
+        if isinstance(node, BaseModel):
+            extra = node.__pydantic_extra__ or {}
+            node = extra[key] if key in extra else getattr(node, key)
+        else:
+            node = node[key]
+    return node
+
+
+def _put(data: dict[str, Any], keys: tuple[str, ...], value: Any) -> None:
+    node = data
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[keys[-1]] = value
 
 
 def _read_toml(file: Path) -> dict[str, Any]:
@@ -554,6 +621,18 @@ def _parse_env_value(raw: str) -> Any:
     return raw
 
 
+def file_type_hint(kind: str, value: Any) -> str:
+    """What to write instead, for a file's value of another type than its key's (pydantic
+    error type `kind`); "" for any other error."""
+    if kind not in ("int_type", "float_type", "bool_type"):
+        return ""
+    if isinstance(value, str):
+        return "a TOML string: write the value without quotes"
+    if isinstance(value, float) and kind == "int_type":
+        return "a TOML float: write a whole number, without a decimal point"
+    return ""
+
+
 def _describe(exc: ValidationError, source: str, from_env: dict[tuple[str, ...], str]) -> str:
     lines = []
     for error in exc.errors():
@@ -573,6 +652,11 @@ def _describe(exc: ValidationError, source: str, from_env: dict[tuple[str, ...],
         )
         if error["type"] == "extra_forbidden":
             lines.append(f"unknown config key {key!r} (value {error['input']!r}) in {origin}")
+        elif origin == source and (hint := file_type_hint(error["type"], error["input"])):
+            lines.append(
+                f"invalid config key {key!r}: value {error['input']!r} in {origin}: "
+                f"{error['msg']} ({hint})"
+            )
         else:
             lines.append(
                 f"invalid config key {key!r}: value {error['input']!r} in {origin}: {error['msg']}"

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from tomlkit.exceptions import TOMLKitError
 
 from agent_runtime._errors import ConfigError
-from agent_runtime.config import LLMConfig, RuntimeConfig
+from agent_runtime.config import LLMConfig, RuntimeConfig, check_file_types, file_type_hint
 from agent_runtime.llm._config_changes import (
     AddPoolMember,
     AddProfile,
@@ -232,7 +232,9 @@ class ProviderConfiguration:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {self.path} is not valid TOML: {exc}") from None
         try:
-            return RuntimeConfig.model_validate(data)
+            config = RuntimeConfig.model_validate(data)
+            check_file_types(data)
+            return config
         except ValidationError as exc:
             problems = "; ".join(_problems(exc))
             raise ConfigError(f"{what} ({self.path}) would not load: {problems}") from None
@@ -277,6 +279,8 @@ def _problems(exc: ValidationError) -> list[str]:
                     "api_key_env, never the key itself)"
                 )
             problems.append(f"{where}: unknown field{hint}")
+        elif hint := file_type_hint(error["type"], error["input"]):
+            problems.append(f"{where}: {error['msg']} ({hint})")
         else:
             problems.append(f"{where}: {error['msg']}")
     return problems

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from types import TracebackType
 from typing import Any
@@ -69,6 +70,7 @@ class SseEventSource:
         self._stack: contextlib.AsyncExitStack | None = None
         self._events: AsyncGenerator[httpx_sse.ServerSentEvent, None] | None = None
         self._ended = False
+        self._started: float | None = None  # when the request was sent (monotonic)
 
     async def __aenter__(self) -> SseEventSource:
         return self
@@ -110,7 +112,7 @@ class SseEventSource:
             raise expired from None
         except httpx.HTTPError as exc:
             expired = deadlines.expired(task)  # a deadline's cancel seen as a broken read
-            error = expired or self._transport.network_error(exc)
+            error = expired or self._transport.network_error(exc, started=self._started)
             error.request_id = self.request_id
             raise error from exc
         finally:
@@ -126,9 +128,11 @@ class SseEventSource:
         self._stack = stack = contextlib.AsyncExitStack()
         content = encode_json(body)
         self.request_bytes = len(content)
+        self._started = time.monotonic()
         response = await stack.enter_async_context(
             transport.client().stream("POST", path, content=content, headers=headers, params=params)
         )
+        transport.answered()
         if response.status_code >= 400:
             raw = await response.aread()
             raise transport.error_for(response.status_code, raw, response.headers, called(response))

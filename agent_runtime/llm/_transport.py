@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -89,6 +90,12 @@ class Transport:
     Connections are kept alive between calls: a streamed answer is read to the end of its body
     before its response is closed. `request_timeout` bounds every call, `idle_timeout` the
     wait for each data event of a stream (None: no bound).
+
+    Failures to reach the server (`network_error`): a connection refused before this
+    transport ever had an answer from its server is final (`NetworkError`, not retryable,
+    naming the URL: nothing listens at `base_url`, and retrying cannot change that); once the
+    server has answered, a refusal is retryable (a server restarting). A timeout's error
+    says how long the attempt took.
     """
 
     def __init__(
@@ -110,6 +117,7 @@ class Transport:
         self._headers = headers
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._transport = transport
+        self._reached = False  # whether the server ever answered (a status line)
         self._lock = threading.Lock()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
@@ -206,16 +214,23 @@ class Transport:
         self, method: str, path: str, client: httpx.AsyncClient | None = None, **options: Any
     ) -> httpx.Response:
         deadline = asyncio.timeout(self.request_timeout)
+        started = time.monotonic()
         try:
             async with deadline:
-                return await (client or self.client()).request(method, path, **options)
+                response = await (client or self.client()).request(method, path, **options)
         except TimeoutError:
             if not deadline.expired():
                 raise
             seconds = self.request_timeout or 0.0
             raise timeout_error("request_timeout", self.provider, seconds) from None
         except httpx.HTTPError as exc:
-            raise self.network_error(exc) from exc
+            raise self.network_error(exc, started=started) from exc
+        self.answered()
+        return response
+
+    def answered(self) -> None:
+        """Note that the server answered (a status line came): later refusals are retryable."""
+        self._reached = True
 
     def _json_or_raise(self, response: httpx.Response) -> tuple[Any, str | None]:
         if response.status_code >= 400:
@@ -250,10 +265,52 @@ class Transport:
         error.request_id = request_id
         return error
 
-    def network_error(self, exc: httpx.HTTPError) -> NetworkError:
-        """The retryable error of a transport failure (connect, read timeout, cut body)."""
+    def network_error(self, exc: httpx.HTTPError, *, started: float | None = None) -> NetworkError:
+        """The error of a transport failure (connect, read timeout, cut body): retryable,
+        except a connection refused before the server ever answered this transport, which
+        names the URL and is final. `started` (monotonic) is when the attempt began: a
+        timeout's message says how long the attempt took, and the error's `elapsed` holds it.
+        """
         kind = type(exc).__name__
-        return NetworkError(
-            f"{kind} talking to {self.provider} at {self.base_url}: {exc or kind}",
+        url = _url_of(exc) or self.base_url
+        if not self._reached and isinstance(exc, httpx.ConnectError) and _refused(exc):
+            return NetworkError(
+                f"connection refused by {url}: nothing listens there (is the {self.provider} "
+                "server running, and is base_url right?); not retried, as the server has "
+                "never answered",
+                provider=self.provider,
+                retryable=False,
+                code="connection_refused",
+            )
+        elapsed = None if started is None else time.monotonic() - started
+        took = ""
+        if elapsed is not None and isinstance(exc, httpx.TimeoutException):
+            took = f" after {elapsed:.2f}s"
+        error = NetworkError(
+            f"{kind} talking to {self.provider} at {self.base_url}{took}: {exc or kind}",
             provider=self.provider,
         )
+        error.elapsed = elapsed
+        return error
+
+
+def _url_of(exc: httpx.HTTPError) -> str | None:
+    """`scheme://host[:port]/path` of the failed request (no query, no user info)."""
+    try:
+        url = exc.request.url
+    except RuntimeError:  # an error raised without its request
+        return None
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether `exc` comes from a connection refused (ECONNREFUSED) somewhere in its causes."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ConnectionRefusedError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False

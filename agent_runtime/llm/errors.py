@@ -140,10 +140,16 @@ class ProviderError(LLMError):
 
 
 class NetworkError(LLMError):
-    """The connection failed, timed out or ended early (socket, DNS, TLS); retryable."""
+    """The connection failed, timed out or ended early (socket, DNS, TLS); retryable, except
+    a connection refused by a server that never answered (`code="connection_refused"`).
+
+    Attributes:
+        elapsed: seconds the failed attempt took, when known (a timeout's message says it too).
+    """
 
     default_code = "network_error"
     default_retryable = True
+    elapsed: float | None = None
 
 
 class CapabilityNotSupportedError(LLMError):

@@ -7,6 +7,11 @@
   attribute 'content'` (streamed: an empty 200 stream); `""` is accepted.
 - A `tool_choice` naming no tool of the request: HTTP 500 `Tool with name 'x' not found in
   tools`; streamed, an empty 200 event stream.
+- `tool_choice: "required"` (chatml-function-calling's `assert tool_choice == "auto"` fails):
+  HTTP 500 whose message is empty; streamed, an empty 200 event stream.
+- `tool_choice: "auto"` streamed after a tool result (the model goes on calling a function:
+  "Automatic streaming tool choice is not supported"): an empty 200 event stream; the same
+  request without streaming is answered.
 - Streams carry no usage chunk, even with `stream_options.include_usage`.
 - An error met after the stream's headers (the prompt past the context window, a
   `tool_choice` it cannot serve) is an HTTP 200 event stream with no event at all.
@@ -71,6 +76,10 @@ def rejection(body: Mapping[str, Any]) -> tuple[dict[str, Any], bool] | None:
         if message["content"] is None:
             return _server_error(_validation_dump(index, message)), True
     choice = body.get("tool_choice")
+    if choice == "required" and body.get("tools"):
+        return _server_error(""), False
+    if choice == "auto" and body.get("stream") and body.get("tools") and _after_tool_result(body):
+        return _server_error("Automatic streaming tool choice is not supported"), False
     if isinstance(choice, Mapping):
         function = choice.get("function")
         name = function.get("name") if isinstance(function, Mapping) else None
@@ -83,6 +92,12 @@ def rejection(body: Mapping[str, Any]) -> tuple[dict[str, Any], bool] | None:
         if name not in names:
             return _server_error(f"Tool with name '{name}' not found in tools"), False
     return None
+
+
+def _after_tool_result(body: Mapping[str, Any]) -> bool:
+    messages = body.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    return isinstance(last, Mapping) and last.get("role") == "tool"
 
 
 def without_usage_option(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -199,3 +199,77 @@ def test_agent_seconds_must_be_finite(tmp_path: Path, key: str) -> None:
     path.write_text(f"[agent]\n{key} = inf\n")  # TOML has inf and nan literals
     with pytest.raises(ConfigError, match=rf"agent\.{key}.*finite"):
         load_config(path, env={})
+
+
+@pytest.mark.parametrize(
+    ("table", "line", "key"),
+    [
+        ("telemetry", 'log_content = "true"', "telemetry.log_content"),
+        ("retry", 'max_retries = "5"', "retry.max_retries"),
+        ("retry", 'max_delay = "5"', "retry.max_delay"),
+        ("server", 'max_body_bytes = "1024"', "server.max_body_bytes"),
+    ],
+)
+def test_a_toml_string_is_refused_for_a_boolean_or_a_number(
+    tmp_path: Path, table: str, line: str, key: str
+) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text(f"[{table}]\n{line}\n")
+    value = line.split(" = ")[1].strip('"')
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    message = str(info.value)
+    assert f"'{key}'" in message and f"value {value!r}" in message and str(path) in message
+    assert "without quotes" in message
+
+
+def test_a_toml_float_is_refused_for_an_integer_and_an_integer_taken_for_a_float(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text("[retry]\nmax_retries = 5.0\n")
+    with pytest.raises(ConfigError, match=r"'retry\.max_retries': value 5\.0 in .*whole number"):
+        load_config(path, env={})
+    path.write_text("[retry]\nmax_delay = 5\n")
+    assert load_config(path, env={}).retry.max_delay == 5.0
+
+
+def test_environment_strings_still_parse_to_the_keys_type_over_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text('[retry]\nmax_retries = "5"\n[telemetry]\nlog_content = false\n')
+    config = load_config(
+        path,
+        env={
+            "AGENT_RUNTIME_RETRY__MAX_RETRIES": "4",  # replaces the file's string
+            "AGENT_RUNTIME_TELEMETRY__LOG_CONTENT": "true",
+            "AGENT_RUNTIME_RETRY__MAX_DELAY": "7.5",
+        },
+    )
+    assert (config.retry.max_retries, config.retry.max_delay) == (4, 7.5)
+    assert config.telemetry.log_content is True
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "Infinity"])
+@pytest.mark.parametrize("key", ["RETRY__MAX_DELAY", "RETRY__BASE_DELAY", "LLM__TIMEOUT"])
+def test_infinity_and_nan_from_the_environment_are_refused(value: str, key: str) -> None:
+    variable = f"AGENT_RUNTIME_{key}"
+    with pytest.raises(ConfigError) as info:
+        load_config(SHIPPED, env={variable: value})
+    message = str(info.value)
+    assert f"'{key.lower().replace('__', '.')}'" in message
+    assert f"value {value!r}" in message and f"environment variable {variable}" in message
+    assert "finite" in message
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [("retry", "max_delay"), ("llm", "request_timeout"), ("supervision", "max_seconds")],
+)
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_infinity_and_nan_in_the_file_are_refused_for_every_number(
+    tmp_path: Path, table: str, key: str, value: str
+) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text(f"[{table}]\n{key} = {value}\n")
+    with pytest.raises(ConfigError, match=rf"'{table}\.{key}': value {value} in .*finite"):
+        load_config(path, env={})

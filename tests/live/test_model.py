@@ -15,6 +15,7 @@ from agent_runtime.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from tests.agent_runtime.llm.helpers import debug_logs
 from tests.live.helpers import SECONDS, ask, assemble, chunks_of
 
 ADD = ToolSpec(
@@ -127,3 +128,40 @@ def test_auto_tool_choice_is_answered_in_both_chat_formats(
     request = ask("What is 2 plus 3?", tools=[ADD], tool_choice="auto", max_output_tokens=48)
     response = assemble(model, chunks_of(model, request))
     assert response.message.content and response.stop_reason in ("stop", "length", "tool_use")
+
+
+def test_a_shape_the_server_cannot_stream_is_learned_and_not_streamed_again(
+    model: OpenAICompatibleModel, mode: str
+) -> None:
+    """chatml-function-calling answers a streamed `auto` after a tool result with an empty 200
+    stream when the model goes on calling (issue 35.13): the first such turn is asked again
+    without streaming and the shape learned; the next goes without streaming at once, so the
+    server sees one request for it, not two. The GGUF's own template streams it: nothing
+    is learned, both turns stream."""
+    call = ToolCall(id="call_1", name="add", arguments={"a": 2, "b": 3})
+    request = ChatRequest(
+        messages=[
+            UserMessage(content="What is 2 plus 3?"),
+            AssistantMessage(content=[call]),
+            ToolResultMessage(
+                tool_call_id="call_1", tool_name="add", content=[TextContent(text="5")]
+            ),
+        ],
+        tools=[ADD],
+        tool_choice="auto",
+        max_output_tokens=32,
+        temperature=0.0,
+    )
+    with debug_logs() as logs:
+        first = assemble(model, chunks_of(model, request))
+        second = assemble(model, chunks_of(model, request))
+    assert first.message.content and second.message.content
+    events = [e["event"] for e in logs if e["event"].startswith("llm.stream.")]
+    if events[:1] == ["llm.stream.empty"]:  # the server could not stream the first turn
+        assert events == [
+            "llm.stream.empty",
+            "llm.stream.fallback.learned",
+            "llm.stream.fallback.used",
+        ]
+    else:
+        assert events == []  # streamed both times (the model answered with text)

@@ -15,6 +15,7 @@ from agent_runtime.llm.errors import (
     AuthenticationError,
     LLMError,
     ModelNotFoundError,
+    NetworkError,
     PermissionDeniedError,
     ProviderError,
     QuotaExceededError,
@@ -30,13 +31,18 @@ Clock = Callable[[], float]
 def fails_over(error: LLMError) -> bool:
     """Whether another model may succeed where this one failed.
 
-    Yes for retryable errors (`is_retryable`), quota exhaustion and failures tied to one
-    provider account (authentication, permission, unknown model); no for errors in the request
-    itself (invalid request, context too long), which every model would reject alike.
+    Yes for retryable errors (`is_retryable`), quota exhaustion, failures tied to one
+    provider account (authentication, permission, unknown model) and a server that refuses
+    connections; no for errors in the request itself (invalid request, context too long),
+    which every model would reject alike.
     """
-    return is_retryable(error) or isinstance(
-        error,
-        QuotaExceededError | AuthenticationError | PermissionDeniedError | ModelNotFoundError,
+    return (
+        is_retryable(error)
+        or isinstance(
+            error,
+            QuotaExceededError | AuthenticationError | PermissionDeniedError | ModelNotFoundError,
+        )
+        or (isinstance(error, NetworkError) and error.code == "connection_refused")
     )
 
 

@@ -9,7 +9,8 @@ Stream policy (servers differ): `data: [DONE]` is the terminal marker; a stream 
 cleanly after a `finish_reason` but without `[DONE]` (llama.cpp before PR #9459, ik_llama.cpp,
 llama-box) is finished too, as the official SDK treats it; a stream that closes with neither
 raises `NetworkError`; a 200 stream with no event at all is repeated once without streaming
-(llama-cpp-python's way of failing after its headers: the repeat gets the real error). A stream
+(llama-cpp-python's way of failing after its headers: the repeat gets the real error; when it
+answers a request with tools, that shape of request goes without streaming from then on). A stream
 without a usage chunk gets an estimate (`Usage.estimated`), as does a body without `usage`.
 """
 
@@ -24,7 +25,7 @@ from agent_runtime.llm._sse import SseEventSource
 from agent_runtime.llm._transport import ApiKey, encode_json
 from agent_runtime.llm._usage import answer_chars, estimated_usage
 from agent_runtime.llm.builder import ChatResponseBuilder
-from agent_runtime.llm.errors import NetworkError, ProviderError
+from agent_runtime.llm.errors import LLMError, NetworkError, ProviderError
 from agent_runtime.llm.providers._http import HttpChatModel, HttpOptions
 from agent_runtime.llm.providers._openai_convert import (
     MaxTokensParam,
@@ -35,6 +36,8 @@ from agent_runtime.llm.providers._openai_convert import (
     request_body,
     stop_reason_of,
 )
+from agent_runtime.llm.providers._openai_quirks import explain_unexplained_failure
+from agent_runtime.llm.providers._stream_fallback import Shape, StreamFallbacks, shape_of
 from agent_runtime.llm.types import (
     ChatRequest,
     ChatResponse,
@@ -78,6 +81,10 @@ class OpenAICompatibleModel(HttpChatModel):
       raised (typed: `ContextLengthExceededError`, `InvalidRequestError`, ...), its answer is
       streamed; when that has no answer either, a non-retryable `ProviderError`
       (`code="empty_stream"`) is raised, never a retryable `NetworkError`.
+    - When that repeat answers a request with tools, the instance remembers the request's
+      shape (its `tool_choice`, and whether it follows a tool result) for its life: later
+      streamed requests of that shape are sent without streaming at once, one request
+      instead of two (logged at debug level, counted by `agent_runtime.llm.stream_fallbacks`).
     - Cancelling the consuming task or aborting its signal closes the HTTP response at once.
 
     Raises (from `generate`, `stream`, `list_models`):
@@ -120,6 +127,7 @@ class OpenAICompatibleModel(HttpChatModel):
         self._extra_headers = dict(headers or {})
         self._max_tokens_param: MaxTokensParam = max_tokens_param
         self._structured_output_mode: StructuredOutputMode = structured_output_mode
+        self._stream_fallbacks = StreamFallbacks(provider, model)
 
     def _headers(self) -> dict[str, str]:
         key = self._api_key_now()
@@ -140,30 +148,39 @@ class OpenAICompatibleModel(HttpChatModel):
         finish: str | None = None
         done = received = reported_usage = False
         output_chars = 0
-        events = SseEventSource(
-            self._transport, "/chat/completions", self._body(request, stream=True)
-        )
-        async with events:  # the response is closed before FinishDelta
-            async for event in events:
-                received = True
-                if event.data.strip().startswith("[DONE]"):
-                    done = True
-                    break
-                payload = events.json(event)
-                if event.event == "error" or is_error(payload):
-                    raise events.error(payload)
-                if not isinstance(payload, Mapping):
-                    continue
-                chunks, reason = chunk_deltas(payload)
-                for chunk in chunks:
-                    if isinstance(chunk, UsageDelta):
-                        reported_usage = True
-                    else:
-                        output_chars += answer_chars(chunk)
-                    yield chunk
-                finish = reason or finish
+        wire = self._body(request, stream=True)
+        shape = shape_of(request, wire)
+        if self._stream_fallbacks.learned(shape):  # this server cannot stream this shape
+            chunks, _ = await self._completion_chunks(request)
+            for chunk in chunks:
+                yield chunk
+            return
+        events = SseEventSource(self._transport, "/chat/completions", wire)
+        try:
+            async with events:  # the response is closed before FinishDelta
+                async for event in events:
+                    received = True
+                    if event.data.strip().startswith("[DONE]"):
+                        done = True
+                        break
+                    payload = events.json(event)
+                    if event.event == "error" or is_error(payload):
+                        raise events.error(payload)
+                    if not isinstance(payload, Mapping):
+                        continue
+                    chunks, reason = chunk_deltas(payload)
+                    for chunk in chunks:
+                        if isinstance(chunk, UsageDelta):
+                            reported_usage = True
+                        else:
+                            output_chars += answer_chars(chunk)
+                        yield chunk
+                    finish = reason or finish
+        except LLMError as error:
+            self._explain(error, wire)
+            raise
         if not received:
-            async for chunk in self._after_empty_stream(request, events.request_id):
+            async for chunk in self._after_empty_stream(request, events.request_id, shape):
                 yield chunk
             return
         if not done and finish is None:
@@ -178,14 +195,15 @@ class OpenAICompatibleModel(HttpChatModel):
         yield FinishDelta(reason=stop_reason_of(finish), raw_reason=finish)
 
     async def _after_empty_stream(
-        self, request: ChatRequest, request_id: str | None
+        self, request: ChatRequest, request_id: str | None, shape: Shape | None
     ) -> AsyncIterator[StreamChunk]:
         """A 200 stream that carried no event at all is how llama-cpp-python reports an
         error it meets after sending its headers (a prompt past the context window, a
         `tool_choice` it cannot serve). The same request is made once without streaming,
         where the server answers with the real error, which is raised (a `ProviderError`
         marked not retryable: the server fails this request either way); should it answer,
-        its answer is the stream's. Nothing else retries it."""
+        its answer is the stream's, and requests of the same `shape` (with tools) go
+        without streaming from then on (`_stream_fallback`). Nothing else retries it."""
         log.warning("llm.stream.empty", provider=self._info.provider, request_id=request_id)
         try:
             # A new connection: the server closes the one that carried the empty stream.
@@ -203,6 +221,7 @@ class OpenAICompatibleModel(HttpChatModel):
                 retryable=False,
                 code="empty_stream",
             )
+        self._stream_fallbacks.learn(shape)
         for chunk in chunks:
             yield chunk
 
@@ -212,9 +231,13 @@ class OpenAICompatibleModel(HttpChatModel):
         """A non-streamed call as chunks (usage estimated when the body has none), and its
         request id."""
         wire = self._body(request, stream=False)
-        body, request_id = await self._transport.post_json(
-            "/chat/completions", wire, fresh_connection=fresh_connection
-        )
+        try:
+            body, request_id = await self._transport.post_json(
+                "/chat/completions", wire, fresh_connection=fresh_connection
+            )
+        except LLMError as error:
+            self._explain(error, wire)
+            raise
         provider = self._info.provider
         if is_error(body):
             raise self._transport.stream_error(body, request_id)
@@ -231,6 +254,12 @@ class OpenAICompatibleModel(HttpChatModel):
             usage = estimated_usage(len(encode_json(wire)), output_chars)
             chunks.insert(len(chunks) - 1, UsageDelta(usage=usage))
         return chunks, request_id
+
+    def _explain(self, error: LLMError, wire: Mapping[str, Any]) -> None:
+        """Name the options of `wire` that local servers are known to reject, when `error` is
+        a failure the server gave no reason for (not for the hosted APIs, which do not)."""
+        if self._info.provider not in _HOSTS:
+            explain_unexplained_failure(error, wire)
 
     async def _generate(self, request: ChatRequest) -> ChatResponse:
         chunks, request_id = await self._completion_chunks(request)

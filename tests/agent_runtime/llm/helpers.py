@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
+
+import structlog
+from structlog.testing import capture_logs
+from structlog.typing import EventDict
 
 from agent_runtime.llm import anthropic, gemini, openai_compatible
 from agent_runtime.llm.builder import ChatResponseBuilder
@@ -74,3 +80,16 @@ def assemble(chunks: list[StreamChunk], info: ModelInfo) -> ChatResponse:
 def assembled(model: HttpChatModel, request: ChatRequest = HI) -> ChatResponse:
     """The streamed answer, assembled as `generate` would return it."""
     return assemble(collect(model, request), model.info)
+
+
+@contextlib.contextmanager
+def debug_logs() -> Iterator[list[EventDict]]:
+    """The log lines of the block, debug ones included, whatever level an earlier test
+    configured (a filtering logger drops debug lines before any processor sees them)."""
+    wrapper = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with capture_logs() as logs:
+            yield logs
+    finally:
+        structlog.configure(wrapper_class=wrapper)

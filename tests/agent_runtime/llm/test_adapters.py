@@ -375,7 +375,11 @@ def closed_port_url() -> str:
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
 @pytest.mark.parametrize("wire", WIRES)
-def test_a_refused_connection_is_a_retryable_network_error(wire: str, streaming: bool) -> None:
+def test_a_refused_first_connection_is_a_final_network_error_naming_the_url(
+    wire: str, streaming: bool
+) -> None:
+    """Nothing has ever answered at this URL: retrying cannot help (issue 35.15; a refusal
+    after the server has answered stays retryable, tests/agent_runtime/llm/test_transport.py)."""
     url = closed_port_url()
     if wire == "openai":
         model: Any = openai_compatible(f"{url}/v1", "m", api_key="k")
@@ -385,7 +389,9 @@ def test_a_refused_connection_is_a_retryable_network_error(wire: str, streaming:
         model = gemini("m", "k", base_url=url, connect_timeout=2)
     with pytest.raises(NetworkError) as caught:
         helpers.collect(model) if streaming else helpers.generate(model)
-    assert caught.value.retryable and caught.value.provider == PROVIDER[wire]
+    error = caught.value
+    assert not error.retryable and error.provider == PROVIDER[wire]
+    assert error.code == "connection_refused" and url in error.message
 
 
 # -- structured output -----------------------------------------------------------------------------

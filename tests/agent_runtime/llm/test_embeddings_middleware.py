@@ -67,16 +67,25 @@ def test_the_last_error_is_raised_after_max_retries(server: MockProviderServer) 
     assert server.embeddings.calls == 3 and len(waits.seconds) == 2
 
 
-def test_a_refused_connection_is_retried_as_a_network_error() -> None:
+def test_a_refused_first_connection_fails_at_once_and_a_later_one_is_retried() -> None:
+    """Nothing ever answered: final (issue 35.15); once the server answered: retried."""
     with MockProviderServer() as gone:
         url = gone.base_url("openai")
     waits = Waits()
     model = RetryingEmbeddingModel(
         openai_compatible_embeddings(url, "m"), max_retries=1, sleep=waits
     )
-    with pytest.raises(NetworkError):
+    with pytest.raises(NetworkError) as caught:
         model.embed_sync(["a"], timeout=10)
-    assert len(waits.seconds) == 1
+    assert caught.value.code == "connection_refused" and not waits.seconds
+    with MockProviderServer() as server:
+        answered = RetryingEmbeddingModel(
+            openai_compatible_embeddings(server.base_url("openai"), "m"), max_retries=1, sleep=waits
+        )
+        answered.embed_sync(["a"], timeout=10)
+    with pytest.raises(NetworkError) as caught:
+        answered.embed_sync(["a"], timeout=10)
+    assert caught.value.retryable and len(waits.seconds) == 1
 
 
 def test_bad_input_is_never_retried(server: MockProviderServer) -> None:

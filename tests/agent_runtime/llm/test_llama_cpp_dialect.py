@@ -30,7 +30,15 @@ from agent_runtime.messages import (
 from agent_runtime.testing._llama_cpp import rejection
 from agent_runtime.testing.mock_server import MockProviderServer, MockResponse
 from agent_runtime.testing.scripted import ScriptedTurn
-from tests.agent_runtime.llm.helpers import adapter, assembled, collect, generate, run
+from tests.agent_runtime.llm.helpers import (
+    adapter,
+    assembled,
+    collect,
+    debug_logs,
+    generate,
+    run,
+)
+from tests.agent_runtime.otel_capture import run_traced
 
 ADD = ToolSpec(
     name="add",
@@ -218,3 +226,134 @@ def test_not_found_names_the_url_that_was_called(
         collect(without_v1) if streaming else generate(without_v1)
     assert f"POST {llama.url}/chat/completions" in caught.value.message
     assert caught.value.message.startswith("Not Found")
+
+
+# -- issue 35.14: a bare 500 names the options the server is known to reject -----------------------
+
+
+def test_the_dialect_answers_a_required_tool_choice_with_a_bare_500(
+    llama: MockProviderServer,
+) -> None:
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
+    body = {"model": "m", "messages": [], "tools": tools, "tool_choice": "required"}
+    response = post(llama, body)
+    assert response.status_code == 500 and response.json()["error"]["message"] == ""
+    streamed = post(llama, {**body, "stream": True})
+    assert streamed.status_code == 200 and streamed.content == b""
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_a_bare_500_names_the_tool_choice_the_server_rejects_and_is_not_retried(
+    llama: MockProviderServer, streaming: bool
+) -> None:
+    request = ChatRequest(messages=[UserMessage(content="hi")], tools=[ADD], tool_choice="required")
+    retries: list[object] = []
+    model = RetryingModel(
+        adapter("openai", llama), base_delay=0.0, on_retry=lambda a, d, e: retries.append(e)
+    )
+
+    async def call() -> None:
+        if streaming:
+            async for _ in model.stream(request):
+                pass
+        else:
+            await model.generate(request)
+
+    with pytest.raises(ProviderError) as caught:
+        run(model.inner, call)
+    error = caught.value
+    assert "tool_choice='required'" in error.message and "no reason" in error.message
+    assert "docs/providers.md" in error.message
+    assert not error.retryable and retries == []
+
+
+def test_a_bare_500_without_a_rejected_option_is_left_as_it_was(
+    llama: MockProviderServer,
+) -> None:
+    llama.enqueue(MockResponse(status=500, body={"error": {"message": "", "type": "x"}}))
+    with pytest.raises(ProviderError) as caught:
+        generate(adapter("openai", llama))
+    assert caught.value.retryable and "known to reject" not in caught.value.message
+
+
+# -- issue 35.13: a shape the server cannot stream is learned once ---------------------------------
+
+AUTO_AFTER_A_TOOL_CALL = AFTER_A_TOOL_CALL.model_copy(update={"tool_choice": "auto"})
+
+
+def test_the_dialect_cannot_stream_auto_after_a_tool_result(llama: MockProviderServer) -> None:
+    llama.enqueue("answered")
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
+    messages = [
+        {"role": "user", "content": "add"},
+        {"role": "assistant", "content": "", "tool_calls": []},
+        {"role": "tool", "tool_call_id": "c1", "content": "1"},
+    ]
+    body = {"model": "m", "messages": messages, "tools": tools, "tool_choice": "auto"}
+    streamed = post(llama, {**body, "stream": True})
+    assert streamed.status_code == 200 and streamed.content == b""
+    assert post(llama, body).json()["choices"][0]["message"]["content"] == "answered"
+
+
+def test_auto_after_a_tool_result_is_learned_and_sent_without_streaming_from_then_on(
+    llama: MockProviderServer,
+) -> None:
+    llama.enqueue("one", "two", "three")
+    model = adapter("openai", llama)
+    with debug_logs() as logs:
+        answers = [assembled(model, AUTO_AFTER_A_TOOL_CALL).text for _ in range(3)]
+    assert answers == ["one", "two", "three"]
+    # the first turn costs two requests (the empty stream, then without streaming); later ones one
+    assert [r.json.get("stream", False) for r in llama.requests] == [True, False, False, False]
+    events = [e["event"] for e in logs if e["event"].startswith("llm.stream.fallback.")]
+    assert events == ["llm.stream.fallback.learned"] + ["llm.stream.fallback.used"] * 2
+    learned = next(e for e in logs if e["event"] == "llm.stream.fallback.learned")
+    assert (learned["tool_choice"], learned["after_tool_result"]) == ("auto", True)
+    assert learned["log_level"] == "debug"
+
+
+def test_what_is_learned_is_one_instances_and_one_shapes(llama: MockProviderServer) -> None:
+    llama.enqueue("one", "first turn streams", "other instance")
+    model = adapter("openai", llama)
+    assembled(model, AUTO_AFTER_A_TOOL_CALL)
+    first_turn = ChatRequest(
+        messages=[UserMessage(content="add 1")], tools=[ADD], tool_choice="auto"
+    )
+    assert assembled(model, first_turn).text == "first turn streams"  # another shape: streamed
+    assert assembled(adapter("openai", llama), AUTO_AFTER_A_TOOL_CALL).text == "other instance"
+    assert [r.json.get("stream", False) for r in llama.requests] == [True, False, True, True, False]
+
+
+def test_an_empty_stream_whose_repeat_fails_teaches_nothing() -> None:
+    with MockProviderServer(dialect="llama_cpp", max_request_chars=400) as server:
+        long = AUTO_AFTER_A_TOOL_CALL.model_copy(
+            update={"messages": [*AUTO_AFTER_A_TOOL_CALL.messages, UserMessage(content="w " * 300)]}
+        )
+        model = adapter("openai", server)
+        for _ in range(2):
+            with pytest.raises(ContextLengthExceededError):
+                collect(model, long)
+    assert [r.json.get("stream", False) for r in server.requests] == [True, False] * 2
+
+
+def test_learned_and_used_fallbacks_are_counted() -> None:
+    captured = run_traced(
+        """
+        import asyncio
+        from agent_runtime.llm import ChatRequest, openai_compatible
+        from agent_runtime.testing.mock_server import MockProviderServer
+        request = ChatRequest.model_validate_json(REQUEST)
+
+        async def turns(model):
+            for _ in range(3):
+                async for _chunk in model.stream(request):
+                    pass
+
+        with MockProviderServer(["one", "two", "three"], dialect="llama_cpp") as server:
+            asyncio.run(turns(openai_compatible(server.base_url("openai"), "m")))
+        """.replace("REQUEST", repr(AUTO_AFTER_A_TOOL_CALL.model_dump_json()))
+    )
+    metric = "agent_runtime.llm.stream_fallbacks"
+    (learned,) = captured.points(metric, event="learned", **{"gen_ai.system": "openai_compatible"})
+    (used,) = captured.points(metric, event="used")
+    assert (learned["value"], used["value"]) == (1, 2)

@@ -341,3 +341,16 @@ def test_a_change_round_trips_through_json(config: ProviderConfiguration) -> Non
     again = ConfigPreview.model_validate_json(preview.model_dump_json())
     assert again == preview
     assert again.change.updates() == preview.change.updates()
+
+
+def test_a_file_whose_string_stands_for_a_number_is_refused_as_load_config_refuses_it(
+    tmp_path: Path,
+) -> None:
+    from agent_runtime import ConfigError
+
+    quoted = tmp_path / "runtime.toml"
+    quoted.write_text('[retry]\nmax_retries = "5"\n')
+    with pytest.raises(ConfigError, match=r"retry\.max_retries: .*without quotes"):
+        ProviderConfiguration(quoted).preview(LOCAL)
+    with pytest.raises(ConfigError, match=r"retry\.max_retries"):
+        load_config(quoted, env={})

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socket import socket
@@ -19,12 +21,16 @@ from agent_runtime.llm import (
     ChatRequest,
     ChatResponseBuilder,
     FinishDelta,
+    LLMError,
     NetworkError,
+    RetryingModel,
     TextDelta,
     ToolSpec,
+    openai_compatible,
 )
 from agent_runtime.llm.base import BaseChatModel
 from agent_runtime.llm.factory import from_config
+from agent_runtime.llm.middleware.fallback import fails_over
 from agent_runtime.loop import AgentContext, LoopConfig, RetryPolicy
 from agent_runtime.loop import run as loop_run
 from agent_runtime.messages import UserMessage
@@ -333,3 +339,75 @@ def test_a_lone_surrogate_in_model_output_becomes_the_replacement_character(
     assert type(message).model_validate_json(message.model_dump_json()) == message
     if streaming:  # the deltas too, as events carry them
         assert "".join(deltas) == "file \ufffd.txt"
+
+
+# -- refused connections and timed-out reads -------------------------------------------------------
+
+
+def closed_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+def test_a_refused_first_connection_fails_at_once_naming_the_url(streaming: bool) -> None:
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    retries: list[LLMError] = []
+    model = RetryingModel(
+        openai_compatible(base_url, "m"),
+        base_delay=5.0,  # a retry would take seconds: the call must not wait for one
+        on_retry=lambda attempt, delay, error: retries.append(error),
+    )
+    started = time.monotonic()
+    with pytest.raises(NetworkError) as caught:
+        if streaming:
+            run(model.inner, lambda: _drain(model))
+        else:
+            model.generate_sync(HI, timeout=10)
+    assert time.monotonic() - started < 2.0 and retries == []
+    error = caught.value
+    assert not error.retryable and error.code == "connection_refused"
+    assert f"{base_url}/chat/completions" in error.message
+    assert fails_over(error)  # a pool moves on to its next model
+
+
+async def _drain(model: RetryingModel) -> None:
+    async for _ in model.stream(HI):
+        pass
+
+
+def test_a_refusal_after_the_server_has_answered_is_retried() -> None:
+    retries: list[LLMError] = []
+    with MockProviderServer(["hello"]) as server:
+        inner = adapter("openai", server)
+        model = RetryingModel(
+            inner, base_delay=0.0, max_retries=2, on_retry=lambda a, d, e: retries.append(e)
+        )
+        assert model.generate_sync(HI, timeout=10).text == "hello"
+    with pytest.raises(NetworkError) as caught:  # the server is gone now
+        model.generate_sync(HI, timeout=10)
+    assert caught.value.retryable and len(retries) == 2
+    assert all(isinstance(error, NetworkError) for error in retries)
+
+
+def test_each_timed_out_attempt_reports_its_duration_in_provider_retry(
+    server: MockProviderServer,
+) -> None:
+    server.enqueue(*[MockResponse(turn=ScriptedTurn(text="late"), delay=3.0)] * 3)
+    model = adapter("openai", server, timeout=0.3)
+    config = LoopConfig(model=model, retry=RetryPolicy(max_retries=2, base_delay=0.0, jitter=0.0))
+
+    async def events() -> list[Event]:
+        prompt = [UserMessage(content="hi")]
+        return [e async for e in loop_run(prompt, AgentContext(system_prompt=""), config)]
+
+    seen = run(model, events)
+    retried = [e for e in seen if isinstance(e, ProviderRetry)]
+    assert [e.attempt for e in retried] == [1, 2]
+    pattern = re.compile(r"ReadTimeout talking to \S+ at \S+ after (\d+\.\d+)s")
+    durations = [float(m.group(1)) for e in retried if (m := pattern.search(e.error))]
+    assert len(durations) == 2 and all(0.3 <= d < 2.0 for d in durations)
+    end = seen[-1]
+    assert isinstance(end, Error) and pattern.search(end.reason)
