@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from agent_runtime._errors import AgentRuntimeError
 from agent_runtime._wakeup import resolve
 
 log = structlog.get_logger(__name__)
@@ -139,8 +140,12 @@ class AbortSignal:
         return f"<AbortSignal {self.id} {state}>"
 
 
-class Aborted(Exception):
-    """Raised by `AbortSignal.raise_if_aborted`; carries the abort reason."""
+class Aborted(AgentRuntimeError):
+    """Raised by `AbortSignal.raise_if_aborted`; carries the abort reason.
+
+    Attributes:
+        reason: the reason the signal was aborted with.
+    """
 
     def __init__(self, reason: Any) -> None:
         super().__init__(f"aborted: {reason}")

@@ -12,6 +12,7 @@ A UTF-8 byte-order mark at the start of the file is accepted (editors on Windows
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
@@ -513,9 +514,25 @@ def _describe(exc: ValidationError, source: str, from_env: dict[tuple[str, ...],
             source,
         )
         if error["type"] == "extra_forbidden":
-            lines.append(f"unknown config key {key!r} (value {error['input']!r}) in {origin}")
+            lines.append(
+                f"unknown config key {key!r} (value {error['input']!r}) in {origin}"
+                + _did_you_mean(loc)
+            )
         else:
             lines.append(
                 f"invalid config key {key!r}: value {error['input']!r} in {origin}: {error['msg']}"
             )
     return "; ".join(lines)
+
+
+def _did_you_mean(loc: tuple[str, ...]) -> str:
+    """`: did you mean 'tool_timeout'?` for an unknown key close to a key of its table (a
+    section of RuntimeConfig), else ""."""
+    table: Any = RuntimeConfig
+    for part in loc[:-1]:
+        field = table.model_fields.get(part)
+        table = field.annotation if field is not None else None
+        if not (isinstance(table, type) and issubclass(table, BaseModel)):
+            return ""
+    close = difflib.get_close_matches(loc[-1], list(table.model_fields), n=1, cutoff=0.6)
+    return f": did you mean {close[0]!r}?" if close else ""
