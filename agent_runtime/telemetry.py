@@ -14,7 +14,10 @@ What the logs it configures never show, whatever the level and whichever code lo
   prefix (`x-api-key`, `x-goog-api-key`, `OPENAI_API_KEY`; any case, `-` or `_`) in logged
   mappings, headers, options and objects, `Bearer` tokens, `key=` / `api_key=` URL
   parameters and strings shaped like OpenAI, Anthropic, Google or Groq keys, in values,
-  messages and tracebacks alike: each becomes `REDACTED`;
+  messages and tracebacks alike: each becomes `REDACTED`. Values, not words: in text, what
+  follows `api_key=` or `Authorization:` is redacted when it is quoted, when it follows the
+  `=` or `:` directly, or when it is shaped like a key (a digit in it, or 20 characters);
+  prose such as "pass api_key= (for a keyless server)" is left as it is;
 - content, unless `log_content = true`: the value of a key in `CONTENT_KEYS` (prompts,
   answers, messages, tool arguments) becomes `HIDDEN`; numbers (e.g. a count of prompts) stay.
 Exception messages and failure reasons are logged as raised (they say what failed): a tool
@@ -78,10 +81,19 @@ CONTENT_KEYS = frozenset(
 _SECRET_NAMES = r"(?:proxy[-_]?)?authorization|(?:[a-z0-9]+[-_])*api[-_]?key"
 _SECRET_KEY = re.compile(rf"(?i)(?:{_SECRET_NAMES})")
 # In text: a named secret (`Authorization: Bearer x`, `'x-api-key': 'x'`, `api_key=x`), a
-# bearer token, a key in a URL's query, and the shapes of well-known provider keys.
+# bearer token, a key in a URL's query, and the shapes of well-known provider keys. A name's
+# value is redacted, never the words after it: a quoted value, or one right after the `=` or
+# `:` that does not open a bracket, or after a space only a token shaped like a key (a digit
+# in it, or 20 characters long), so "pass api_key= (for a keyless server)" stays as it is.
+_KEY_CHAR = r"[a-z0-9._~+/=-]"
 _SECRET_TEXT = re.compile(
     rf"""(?ix)
-    (?P<name>\b(?:{_SECRET_NAMES})\b["']?\s*[:=]\s*["']?(?:(?:bearer|basic)\s+)?)[^\s"',;&)}}\]]+
+    (?P<name>\b(?:{_SECRET_NAMES})\b["']?
+      (?: \s*[:=]\s*["'](?:(?:bearer|basic)\s+)?
+        | [:=](?:(?:bearer|basic)\s+)?(?![\s(<\[{{])
+        | \s*[:=]\s+(?:(?:bearer|basic)\s+)?(?={_KEY_CHAR}*\d|{_KEY_CHAR}{{20}})
+      )
+    )[^\s"',;&)}}\]]+
     | (?P<bearer>\bbearer\s+)[a-z0-9._~+/=-]{{8,}}
     | (?P<query>[?&](?:key|api[-_]?key|access_token)=)[^&\s"'#]+
     | \bsk-[a-z0-9_-]{{16,}} | \bAIza[0-9a-z_-]{{30,}} | \bgsk_[a-z0-9]{{20,}}
