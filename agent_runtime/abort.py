@@ -14,12 +14,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from agent_runtime._errors import AgentRuntimeError
 from agent_runtime._wakeup import resolve
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 AbortCallback = Callable[["AbortSignal"], None]
 

@@ -213,14 +213,18 @@ class MemoryConfig(_Section):
 
 
 class TelemetryConfig(_Section):
-    """Logs and traces (DESIGN.md 10). `log_format = "auto"`: console on a TTY, else JSON.
+    """Logs and traces (DESIGN.md 10). `configure_logging = true` makes every Runtime.start
+    configure structlog (`telemetry.configure_logging`) as `configure_logging=True` does; the
+    CLI always does. `log_format = "auto"`: console on a TTY, else JSON.
     `log_content` is what `agent_runtime.telemetry.log_content()` answers once a Runtime
     started with it (`ObservableModel` follows it unless given `log_content=`).
     `status_socket` (None: off) is the path of a Unix socket on which a Runtime serves its
     `tree()` and `stats()` as JSON while it runs, for `agent-runtime top`."""
 
+    # Runtime.start configures structlog only when asked: configure_logging=True, or this.
+    configure_logging: bool = False
     log_format: Literal["auto", "console", "json"] = "auto"
-    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "warning"
     log_content: bool = False
     # OpenTelemetry providers Runtime.start installs (once per process; see
     # agent_runtime.telemetry.install_exporter): none (the application's SDK, if any) |

@@ -1,8 +1,10 @@
 """Logging and tracing wiring: structlog configured once, OpenTelemetry tracer and meter.
 
 Library code only calls `structlog.get_logger(__name__)` and the accessors here; nothing is
-configured at import time. `configure_logging` is called by `Runtime.start` and the CLI, and
-leaves alone a structlog that the application configured itself. Likewise no OpenTelemetry
+configured at import time. `configure_logging` is called by the CLI, and by `Runtime.start`
+when asked (`configure_logging=True` or `[telemetry] configure_logging`); it leaves alone a
+structlog that the application configured itself. Until structlog is configured, the
+library's events go to the standard library's `logging` (`supervisors._log`). Likewise no OpenTelemetry
 provider is installed unless `[telemetry] exporter` asks for one (`install_exporter`, called
 by `Runtime.start`): by default spans and metrics go wherever the application's own SDK
 sends them, and nowhere (at almost no cost) without one.
@@ -158,6 +160,14 @@ def configure_logging(
         return True
 
 
+def record_log_content(config: TelemetryConfig) -> None:
+    """Record `config.log_content` (see `log_content()`) without configuring anything:
+    `Runtime.start` does so whether or not it configures logging."""
+    global _log_content
+    with _lock:
+        _log_content = config.log_content
+
+
 def hide_content(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
     """A structlog processor: replace the values of `CONTENT_KEYS` by `HIDDEN` (numbers and
     None stay: they count or mark, they do not quote)."""
@@ -209,8 +219,8 @@ def _scrub(value: Any, depth: int = 0) -> Any:
 
 def log_content() -> bool:
     """Whether prompt, response and tool-argument text may be logged: `[telemetry]
-    log_content` as the last `configure_logging` call (the last `Runtime.start`) set it;
-    False until one did."""
+    log_content` as the last `Runtime.start` (or `configure_logging` call) set it; False
+    until one did."""
     return _log_content
 
 

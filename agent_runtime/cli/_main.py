@@ -19,7 +19,7 @@ from agent_runtime.runtime import Runtime
 
 
 def _tree(args: argparse.Namespace) -> int:
-    with Runtime.start(args.config) as runtime:
+    with Runtime.start(args.config, configure_logging=True) as runtime:
         Console().print(render_tree(runtime))
     return 0
 

@@ -72,7 +72,7 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     if not has_tokens and args.host != LOOPBACK:
         return _refuse(f"--insecure-no-auth binds only to {LOOPBACK}, not {args.host}")
-    with Runtime.start(config) as runtime:
+    with Runtime.start(config, configure_logging=True) as runtime:
         app = asgi_app(runtime, tokens=args.token, insecure_no_auth=args.insecure_no_auth)
         hub = app.state.hub
 

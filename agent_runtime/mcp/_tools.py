@@ -8,16 +8,15 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import structlog
-
 from agent_runtime._errors import AgentRuntimeError
 from agent_runtime.abort import AbortSignal
 from agent_runtime.mcp._convert import call_result
 from agent_runtime.mcp._sdk import require_sdk
 from agent_runtime.messages import ToolResult, Trust
 from agent_runtime.tools import Tool, ToolContext, ToolDefinitionError, error_result
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 
