@@ -4,10 +4,10 @@ Library code only calls `structlog.get_logger(__name__)` and the accessors here;
 configured at import time. `configure_logging` is called by the CLI, and by `Runtime.start`
 when asked (`configure_logging=True` or `[telemetry] configure_logging`); it leaves alone a
 structlog that the application configured itself. Until structlog is configured, the
-library's events go to the standard library's `logging` (`supervisors._log`). Likewise no OpenTelemetry
-provider is installed unless `[telemetry] exporter` asks for one (`install_exporter`, called
-by `Runtime.start`): by default spans and metrics go wherever the application's own SDK
-sends them, and nowhere (at almost no cost) without one.
+library's events go to the standard library's `logging` (`supervisors._log`). Likewise no
+OpenTelemetry provider is installed unless `[telemetry] exporter` asks for one
+(`install_exporter`, called by `Runtime.start`): by default spans and metrics go wherever
+the application's own SDK sends them, and nowhere (at almost no cost) without one.
 
 What the logs it configures never show, whatever the level and whichever code logs:
 - frame locals: tracebacks list files, lines and functions, never the values of variables

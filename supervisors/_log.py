@@ -43,6 +43,14 @@ class LibraryLogger:
         """This logger with `values` added to every event it logs."""
         return LibraryLogger(self._name, {**self._context, **values})
 
+    def is_enabled_for(self, level: int) -> bool:
+        """Whether a call at `level` (a `logging` level) would be logged: the hot path asks
+        before it prepares debug lines."""
+        if structlog.is_configured():
+            check = getattr(self._structlog.bind(), "is_enabled_for", None)
+            return True if check is None else bool(check(level))
+        return logging.getLogger(self._name).isEnabledFor(level)
+
     def debug(self, event: str, **values: Any) -> None:
         self._log("debug", event, values)
 
