@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test test-host test-live test-cluster serve-local lint pytest bench bench-host peers-venv clean
+.PHONY: run test test-host test-live test-cluster serve-local lint pytest pytest-versions bench bench-host peers-venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ pytest: $(STAMP)
 	$(BIN)/pytest
 
 test: lint pytest
+
+# The same pytest suite on every other CPython of 3.11-3.14 the machine has (python3.X on PATH or
+# pyenv's), each in a venv of its own (.venv-3.13, ...); a version without an interpreter is
+# skipped, saying so. .ci/run runs it after `make test`; `.ci/pytest-versions --list` shows which.
+pytest-versions:
+	PYTHON=$(PYTHON) MAKE=$(MAKE) .ci/pytest-versions
 
 # Timing under load on a real server (uvicorn on 127.0.0.1): meaningful on a quiet machine
 # only, so not part of `make test`; .ci/run runs it.
@@ -75,4 +81,4 @@ bench-host: $(STAMP)
 	$(BIN)/python -m bench.host
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache .hypothesis

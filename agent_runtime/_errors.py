@@ -1,4 +1,53 @@
-"""The exception tree of agent_runtime: one root, a subclass per condition carrying its facts."""
+"""The exception tree of agent_runtime: one root, a subclass per condition carrying its facts.
+
+Every exception agent_runtime raises for a condition of its own is an `AgentRuntimeError`, so
+one `except AgentRuntimeError` takes them all; a few also derive from the builtin a caller
+would expect (shown in parentheses). Misuse of an API (an argument of the wrong type or value,
+a blocking call on the runtime's event loop) raises the builtin `TypeError`, `ValueError` or
+`RuntimeError`, and waits that run out of time raise `TimeoutError`, as Python's own do.
+`supervisors`, a library of its own, has its own root, `supervisors.SupervisorError`.
+
+```
+AgentRuntimeError
+├── AlreadyRegistered               a live agent already holds the key (.key, .holder)
+├── AgentBusy                       the agent is running: steer, follow_up, wait_for_idle, abort
+├── AgentStopped                    the agent was stopped (.key)
+├── CannotContinue                  continue_run() after an assistant message
+├── Aborted                         AbortSignal.raise_if_aborted (.reason)  [abort]
+├── StreamOverflow                  an EventStream's queue is full
+├── StreamClosed                    an EventStream already ended
+├── RunFailed                       a run ended with Error (.reason, .partial)
+│   ├── GuardrailTripped            a blocking guardrail failed it (.at, .explanation, .guardrail)
+│   └── OutputValidationError       its answer is not its output_type (also InvalidOutput)
+├── RunCanceled                     a run ended with Canceled (.reason)
+├── InvalidOutput                   an answer did not validate (.raw, .errors)
+├── ConfigError (ValueError)        bad configuration, each bad key named with its source
+│   ├── InvalidConfigChange         [llm] a provider edit that would not load
+│   ├── ConcurrentConfigEdit        [llm] the file changed under the edit
+│   └── ConfirmationRequired        [llm] the edit needs confirm=True
+├── ConcurrentModification          a session's history moved on (.session, .expected, .actual)
+├── MemoryStoreError                a session-memory store failed (.path, .cause)
+├── LLMError                        [llm.errors] a model call failed (.code, .retryable, ...)
+│   ├── AuthenticationError, PermissionDeniedError, RateLimitError, QuotaExceededError,
+│   │   InvalidRequestError (ContextLengthExceededError), ModelNotFoundError, ProviderError,
+│   │   NetworkError, CapabilityNotSupportedError, TruncatedResponseError
+│   ├── StructuredOutputError       (also InvalidOutput)
+│   └── ScriptExhausted             [testing] a ScriptedModel ran out of turns
+├── ToolDefinitionError (ValueError)  [tools] a tool declared wrongly
+├── ToolArgumentsError (ValueError)   [tools] a call's arguments did not validate
+├── McpServerError                  [mcp] an MCP server could not list its tools (.server)
+├── TemplateError                   [templates]
+│   ├── TemplateNotFound (LookupError)
+│   └── TemplateParameterMissing (KeyError)
+├── WorkflowError                   [workflows] (drawn with its facts in workflows/_errors.py)
+│   └── InvalidWorkflow (TypeError), UnknownStep (ValueError), WorkflowNotFound (KeyError),
+│       WorkflowExists, WorkflowNotPaused, WorkflowFinished, StepTimeout (TimeoutError)
+├── NodeLost                        [cluster] the node holding an agent is gone
+└── ClusterUnavailable (ImportError)  [cluster] Ray is not installed
+```
+`[module]` says where a class is defined when not here; each is exported by its public module
+(`agent_runtime.abort`, `agent_runtime.llm`, ...) and the common ones by `agent_runtime`.
+"""
 
 from __future__ import annotations
 
@@ -136,14 +185,20 @@ class ConfigError(AgentRuntimeError, ValueError):
 
 
 class AgentBusy(AgentRuntimeError):
-    """The agent is already running; steer it, queue a follow-up, or wait for it to be idle.
+    """The agent is already running (`prompt()` and `run()` start a run only when it is idle);
+    the message says what the caller can do instead: `steer()` the run in progress, queue a
+    `follow_up()` for after it, `wait_for_idle()` then prompt, or `abort()` it.
 
     Attributes:
+        key: the busy agent's key.
         run_id: the run in progress.
     """
 
     def __init__(self, key: Any, run_id: str) -> None:
-        super().__init__(f"agent {tuple(key)!r} is busy with run {run_id!r}")
+        super().__init__(
+            f"agent {tuple(key)!r} is busy with run {run_id!r}: steer() it, queue a "
+            "follow_up() for after it, wait_for_idle() before prompting again, or abort() it"
+        )
         self.key = key
         self.run_id = run_id
 

@@ -23,13 +23,13 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
-import structlog
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from agent_runtime.event_stream import StreamStats
 from agent_runtime.telemetry import meter
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class _Counts(Protocol):

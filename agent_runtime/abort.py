@@ -14,11 +14,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
+from agent_runtime._errors import AgentRuntimeError
 from agent_runtime._wakeup import resolve
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 AbortCallback = Callable[["AbortSignal"], None]
 
@@ -139,8 +139,12 @@ class AbortSignal:
         return f"<AbortSignal {self.id} {state}>"
 
 
-class Aborted(Exception):
-    """Raised by `AbortSignal.raise_if_aborted`; carries the abort reason."""
+class Aborted(AgentRuntimeError):
+    """Raised by `AbortSignal.raise_if_aborted`; carries the abort reason.
+
+    Attributes:
+        reason: the reason the signal was aborted with.
+    """
 
     def __init__(self, reason: Any) -> None:
         super().__init__(f"aborted: {reason}")

@@ -18,6 +18,7 @@ NaN are refused for every number, from the file (`inf`, `nan`) and the environme
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import os
 import re
@@ -220,14 +221,18 @@ class MemoryConfig(_Section):
 
 
 class TelemetryConfig(_Section):
-    """Logs and traces (DESIGN.md 10). `log_format = "auto"`: console on a TTY, else JSON.
+    """Logs and traces (DESIGN.md 10). `configure_logging = true` makes every Runtime.start
+    configure structlog (`telemetry.configure_logging`) as `configure_logging=True` does; the
+    CLI always does. `log_format = "auto"`: console on a TTY, else JSON.
     `log_content` is what `agent_runtime.telemetry.log_content()` answers once a Runtime
     started with it (`ObservableModel` follows it unless given `log_content=`).
     `status_socket` (None: off) is the path of a Unix socket on which a Runtime serves its
     `tree()` and `stats()` as JSON while it runs, for `agent-runtime top`."""
 
+    # Runtime.start configures structlog only when asked: configure_logging=True, or this.
+    configure_logging: bool = False
     log_format: Literal["auto", "console", "json"] = "auto"
-    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "warning"
     log_content: bool = False
     # OpenTelemetry providers Runtime.start installs (once per process; see
     # agent_runtime.telemetry.install_exporter): none (the application's SDK, if any) |
@@ -651,7 +656,10 @@ def _describe(exc: ValidationError, source: str, from_env: dict[tuple[str, ...],
             source,
         )
         if error["type"] == "extra_forbidden":
-            lines.append(f"unknown config key {key!r} (value {error['input']!r}) in {origin}")
+            lines.append(
+                f"unknown config key {key!r} (value {error['input']!r}) in {origin}"
+                + _did_you_mean(loc)
+            )
         elif origin == source and (hint := file_type_hint(error["type"], error["input"])):
             lines.append(
                 f"invalid config key {key!r}: value {error['input']!r} in {origin}: "
@@ -662,3 +670,16 @@ def _describe(exc: ValidationError, source: str, from_env: dict[tuple[str, ...],
                 f"invalid config key {key!r}: value {error['input']!r} in {origin}: {error['msg']}"
             )
     return "; ".join(lines)
+
+
+def _did_you_mean(loc: tuple[str, ...]) -> str:
+    """`: did you mean 'tool_timeout'?` for an unknown key close to a key of its table (a
+    section of RuntimeConfig), else ""."""
+    table: Any = RuntimeConfig
+    for part in loc[:-1]:
+        field = table.model_fields.get(part)
+        table = field.annotation if field is not None else None
+        if not (isinstance(table, type) and issubclass(table, BaseModel)):
+            return ""
+    close = difflib.get_close_matches(loc[-1], list(table.model_fields), n=1, cutoff=0.6)
+    return f": did you mean {close[0]!r}?" if close else ""

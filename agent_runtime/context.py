@@ -20,7 +20,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, get_args
 
-import structlog
 from pydantic import BaseModel, ConfigDict
 
 from agent_runtime.messages import (
@@ -33,6 +32,7 @@ from agent_runtime.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from supervisors._log import get_logger
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -50,7 +50,7 @@ __all__ = [
     "truncate",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CHARS_PER_TOKEN = 4
 """Characters per token assumed by `estimate_tokens`."""

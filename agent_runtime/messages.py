@@ -7,7 +7,7 @@ messages by `role`; parse untyped data with `MessageAdapter` / `MessageListAdapt
 Text is always valid Unicode: a lone surrogate in any string of a message or content block
 (prompts, tool results, model output, tool-call arguments and details, nested values included),
 such as `"q \\udcff"` from `os.listdir` for a file name that is not UTF-8, is replaced by U+FFFD
-(`"q \ufffd"`) when the model is made. So every message encodes as UTF-8: it can be sent to
+(`"q \\ufffd"`) when the model is made. So every message encodes as UTF-8: it can be sent to
 any provider, stored in session memory and serialized to JSON.
 """
 

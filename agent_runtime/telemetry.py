@@ -1,11 +1,13 @@
 """Logging and tracing wiring: structlog configured once, OpenTelemetry tracer and meter.
 
 Library code only calls `structlog.get_logger(__name__)` and the accessors here; nothing is
-configured at import time. `configure_logging` is called by `Runtime.start` and the CLI, and
-leaves alone a structlog that the application configured itself. Likewise no OpenTelemetry
-provider is installed unless `[telemetry] exporter` asks for one (`install_exporter`, called
-by `Runtime.start`): by default spans and metrics go wherever the application's own SDK
-sends them, and nowhere (at almost no cost) without one.
+configured at import time. `configure_logging` is called by the CLI, and by `Runtime.start`
+when asked (`configure_logging=True` or `[telemetry] configure_logging`); it leaves alone a
+structlog that the application configured itself. Until structlog is configured, the
+library's events go to the standard library's `logging` (`supervisors._log`). Likewise no
+OpenTelemetry provider is installed unless `[telemetry] exporter` asks for one
+(`install_exporter`, called by `Runtime.start`): by default spans and metrics go wherever
+the application's own SDK sends them, and nowhere (at almost no cost) without one.
 
 What the logs it configures never show, whatever the level and whichever code logs:
 - frame locals: tracebacks list files, lines and functions, never the values of variables
@@ -14,7 +16,10 @@ What the logs it configures never show, whatever the level and whichever code lo
   prefix (`x-api-key`, `x-goog-api-key`, `OPENAI_API_KEY`; any case, `-` or `_`) in logged
   mappings, headers, options and objects, `Bearer` tokens, `key=` / `api_key=` URL
   parameters and strings shaped like OpenAI, Anthropic, Google or Groq keys, in values,
-  messages and tracebacks alike: each becomes `REDACTED`;
+  messages and tracebacks alike: each becomes `REDACTED`. Values, not words: in text, what
+  follows `api_key=` or `Authorization:` is redacted when it is quoted, when it follows the
+  `=` or `:` directly, or when it is shaped like a key (a digit in it, or 20 characters);
+  prose such as "pass api_key= (for a keyless server)" is left as it is;
 - content, unless `log_content = true`: the value of a key in `CONTENT_KEYS` (prompts,
   answers, messages, tool arguments) becomes `HIDDEN`; numbers (e.g. a count of prompts) stay.
 Exception messages and failure reasons are logged as raised (they say what failed): a tool
@@ -78,10 +83,19 @@ CONTENT_KEYS = frozenset(
 _SECRET_NAMES = r"(?:proxy[-_]?)?authorization|(?:[a-z0-9]+[-_])*api[-_]?key"
 _SECRET_KEY = re.compile(rf"(?i)(?:{_SECRET_NAMES})")
 # In text: a named secret (`Authorization: Bearer x`, `'x-api-key': 'x'`, `api_key=x`), a
-# bearer token, a key in a URL's query, and the shapes of well-known provider keys.
+# bearer token, a key in a URL's query, and the shapes of well-known provider keys. A name's
+# value is redacted, never the words after it: a quoted value, or one right after the `=` or
+# `:` that does not open a bracket, or after a space only a token shaped like a key (a digit
+# in it, or 20 characters long), so "pass api_key= (for a keyless server)" stays as it is.
+_KEY_CHAR = r"[a-z0-9._~+/=-]"
 _SECRET_TEXT = re.compile(
     rf"""(?ix)
-    (?P<name>\b(?:{_SECRET_NAMES})\b["']?\s*[:=]\s*["']?(?:(?:bearer|basic)\s+)?)[^\s"',;&)}}\]]+
+    (?P<name>\b(?:{_SECRET_NAMES})\b["']?
+      (?: \s*[:=]\s*["'](?:(?:bearer|basic)\s+)?
+        | [:=](?:(?:bearer|basic)\s+)?(?![\s(<\[{{])
+        | \s*[:=]\s+(?:(?:bearer|basic)\s+)?(?={_KEY_CHAR}*\d|{_KEY_CHAR}{{20}})
+      )
+    )[^\s"',;&)}}\]]+
     | (?P<bearer>\bbearer\s+)[a-z0-9._~+/=-]{{8,}}
     | (?P<query>[?&](?:key|api[-_]?key|access_token)=)[^&\s"'#]+
     | \bsk-[a-z0-9_-]{{16,}} | \bAIza[0-9a-z_-]{{30,}} | \bgsk_[a-z0-9]{{20,}}
@@ -146,6 +160,14 @@ def configure_logging(
         return True
 
 
+def record_log_content(config: TelemetryConfig) -> None:
+    """Record `config.log_content` (see `log_content()`) without configuring anything:
+    `Runtime.start` does so whether or not it configures logging."""
+    global _log_content
+    with _lock:
+        _log_content = config.log_content
+
+
 def hide_content(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
     """A structlog processor: replace the values of `CONTENT_KEYS` by `HIDDEN` (numbers and
     None stay: they count or mark, they do not quote)."""
@@ -197,8 +219,8 @@ def _scrub(value: Any, depth: int = 0) -> Any:
 
 def log_content() -> bool:
     """Whether prompt, response and tool-argument text may be logged: `[telemetry]
-    log_content` as the last `configure_logging` call (the last `Runtime.start`) set it;
-    False until one did."""
+    log_content` as the last `Runtime.start` (or `configure_logging` call) set it; False
+    until one did."""
     return _log_content
 
 

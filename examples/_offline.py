@@ -1,25 +1,14 @@
-"""What the examples share: a configuration that keeps them offline, quiet and free of files.
+"""What the workflow examples share: waiting for a workflow to stop running.
 
-Not an example itself. Session memory lives in process memory (`store = "memory"`) unless an
-example says otherwise, and only errors are logged, so each example's own output stays
-readable. A real application would rather keep the defaults of `config/runtime.toml`.
+Not an example itself.
 """
 
 from __future__ import annotations
 
 import time
 
-from agent_runtime import Runtime, RuntimeConfig
-from agent_runtime.config import MemoryConfig, TelemetryConfig
+from agent_runtime import Runtime
 from agent_runtime.workflows import WorkflowInfo
-
-
-def quiet_config(memory: MemoryConfig | None = None) -> RuntimeConfig:
-    """Defaults, with in-memory session memory (or `memory`) and only errors logged."""
-    return RuntimeConfig(
-        memory=memory or MemoryConfig(store="memory"),
-        telemetry=TelemetryConfig(log_level="error"),
-    )
 
 
 def wait_until_not_running(

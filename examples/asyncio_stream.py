@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import asyncio
 
-from _offline import quiet_config
-
 from agent_runtime import Agent, AgentBusy, MessageUpdate, Runtime, ToolContext, tool
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.messages import ToolCall
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 
@@ -65,7 +64,8 @@ async def main() -> None:
     )
     ticks, stop = [0], asyncio.Event()
     tick_task = asyncio.create_task(ticker(ticks, stop))
-    async with Runtime.astart(config=quiet_config()) as runtime:  # share_loop=True
+    config = RuntimeConfig(memory=MemoryConfig(store="memory"))
+    async with Runtime.astart(config=config) as runtime:  # share_loop=True
         agent = await runtime.astart_agent(("s1", "assistant", 0), model=model, tools=[lookup])
         first = asyncio.create_task(handle(agent, "Tell me about x"))
         await asyncio.sleep(0)  # let the first request start its run

@@ -27,10 +27,9 @@ from typing import Any
 
 import httpx
 import uvicorn
-from _offline import quiet_config
 
 from agent_runtime import Runtime
-from agent_runtime.config import ServerConfig, ServerTokenConfig
+from agent_runtime.config import MemoryConfig, RuntimeConfig, ServerConfig, ServerTokenConfig
 from agent_runtime.server import asgi_app
 
 TOKEN = "example-admin-token-0123"  # every session (as `agent-runtime serve --token`)
@@ -74,7 +73,7 @@ def serve(runtime: Runtime) -> tuple[uvicorn.Server, threading.Thread, str]:
 
 
 def main() -> None:
-    with Runtime.start(config=quiet_config()) as runtime:
+    with Runtime.start(config=RuntimeConfig(memory=MemoryConfig(store="memory"))) as runtime:
         server, thread, url = serve(runtime)
         try:
             with httpx.Client(base_url=url, timeout=30) as anonymous:

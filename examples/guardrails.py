@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-from _offline import quiet_config
-
 from agent_runtime import (
     Guardrail,
     GuardrailContext,
@@ -22,6 +20,7 @@ from agent_runtime import (
     ToolExecutionEnd,
     tool,
 )
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.guardrails import MaxLengthGuardrail, RegexGuardrail
 from agent_runtime.messages import ToolCall, ToolResultMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
@@ -59,7 +58,7 @@ def main() -> None:
         RegexGuardrail(keywords=["password"], at="model_response"),
         MaxLengthGuardrail(20, at="model_response", mode="report"),  # logs, never blocks
     ]
-    with Runtime.start(config=quiet_config()) as runtime:
+    with Runtime.start(config=RuntimeConfig(memory=MemoryConfig(store="memory"))) as runtime:
         agent = runtime.start_agent(
             ("s1", "ops", 0), model=model, tools=[delete_file], guardrails=guardrails
         )

@@ -11,9 +11,8 @@ own keys, so one subscriber sees the whole tree at work. Offline: no key, no net
 
 from __future__ import annotations
 
-from _offline import quiet_config
-
 from agent_runtime import AgentEnd, AgentStart, Runtime, ToolExecutionEnd, delegate
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.llm import ChatRequest
 from agent_runtime.messages import AssistantMessage, TextContent, ToolCall, UserMessage
 from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn
@@ -51,7 +50,7 @@ def main() -> None:
         model=FunctionModel(subagent_answer),
         system_prompt="a subagent",
     )
-    with Runtime.start(config=quiet_config()) as runtime:
+    with Runtime.start(config=RuntimeConfig(memory=MemoryConfig(store="memory"))) as runtime:
         orchestrator = runtime.start_agent(
             ("review-1", "orchestrator", 0),
             model=orchestrator_model,

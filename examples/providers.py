@@ -18,9 +18,8 @@ builds the same FallbackModel (see docs/providers.md).
 
 from __future__ import annotations
 
-from _offline import quiet_config
-
 from agent_runtime import Runtime
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.llm import FallbackModel, anthropic, gemini, openai_compatible
 from agent_runtime.testing import MockProviderServer, MockResponse
 
@@ -36,7 +35,7 @@ def main() -> None:
         backup = anthropic("claude-sonnet-4-5", "key-2", base_url=server.base_url("anthropic"))
         model = FallbackModel([primary, backup], failure_threshold=3, reset_timeout=30.0)
 
-        with Runtime.start(config=quiet_config()) as runtime:
+        with Runtime.start(config=RuntimeConfig(memory=MemoryConfig(store="memory"))) as runtime:
             agent = runtime.start_agent(("s1", "assistant", 0), model=model)
             print(agent.run("Hello", timeout=30).text)
             print("primary's circuit:", model.breakers[0].state, "(one failure of three)")

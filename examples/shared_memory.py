@@ -15,10 +15,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from _offline import quiet_config
-
 from agent_runtime import Runtime
-from agent_runtime.config import MemoryConfig
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.llm import ChatRequest
 from agent_runtime.testing import FunctionModel, ScriptedModel
 
@@ -33,7 +31,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         memory = MemoryConfig(store="sqlite", path=str(Path(folder) / "memory.sqlite3"))
 
-        with Runtime.start(config=quiet_config(memory)) as runtime:
+        with Runtime.start(config=RuntimeConfig(memory=memory)) as runtime:
             researcher = runtime.start_agent(
                 ("project-7", "researcher", 0),
                 model=ScriptedModel(["The launch moved to 12 May."]),
@@ -49,7 +47,7 @@ def main() -> None:
             print("stranger:", stranger.run("Draft the announcement", timeout=30).text)
 
         # A new runtime on the same file, as after a restart of the process.
-        with Runtime.start(config=quiet_config(memory)) as runtime:
+        with Runtime.start(config=RuntimeConfig(memory=memory)) as runtime:
             writer = runtime.start_agent(
                 ("project-7", "writer", 0), model=FunctionModel(what_i_know)
             )

@@ -21,8 +21,6 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from _offline import quiet_config
-
 from agent_runtime import (
     Canceled,
     RunCanceled,
@@ -32,6 +30,7 @@ from agent_runtime import (
     ToolExecutionStart,
     tool,
 )
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.messages import ToolCall
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
 
@@ -70,7 +69,7 @@ def main() -> None:
             "Stopped early; the crawl got part of the site.",
         ]
     )
-    with Runtime.start(config=quiet_config()) as runtime:
+    with Runtime.start(config=RuntimeConfig(memory=MemoryConfig(store="memory"))) as runtime:
         agent = runtime.start_agent(("s1", "assistant", 0), model=model, tools=[search, crawl])
         events = agent.subscribe()
 

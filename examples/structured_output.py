@@ -13,10 +13,10 @@ a JSON instruction instead, and the code here stays the same.
 
 from __future__ import annotations
 
-from _offline import quiet_config
 from pydantic import BaseModel
 
 from agent_runtime import OutputValidationError, Runtime
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.messages import UserMessage
 from agent_runtime.testing import ScriptedModel
 
@@ -34,7 +34,7 @@ def main() -> None:
             "Dune, I think, from the sixties.",  # not JSON at all, and no retry left
         ]
     )
-    with Runtime.start(config=quiet_config()) as runtime:
+    with Runtime.start(config=RuntimeConfig(memory=MemoryConfig(store="memory"))) as runtime:
         agent = runtime.start_agent(("s1", "librarian", 0), model=model)
 
         result = agent.run("Which book is this?", timeout=30, output_type=Book)

@@ -29,11 +29,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _offline import quiet_config, wait_until_not_running
+from _offline import wait_until_not_running
 from pydantic import BaseModel
 
 from agent_runtime import AgentKey, Runtime
-from agent_runtime.config import MemoryConfig
+from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.llm import ChatRequest
 from agent_runtime.messages import UserMessage
 from agent_runtime.testing import FunctionModel
@@ -105,7 +105,7 @@ def state_of(info: WorkflowInfo) -> PostState:
 def first_process(db: str) -> None:
     """Start the workflow, ask for one revision, and end while it waits for approval."""
     memory = MemoryConfig(store="sqlite", path=db)
-    with Runtime.start(config=quiet_config(memory)) as runtime:
+    with Runtime.start(config=RuntimeConfig(memory=memory)) as runtime:
         runtime.workflows.start(Post, PostState(topic="the launch"), id=WORKFLOW_ID)
         info = wait_until_not_running(runtime, WORKFLOW_ID)
         print(f"[process 1] {info.status}: {info.pause_reason} {state_of(info).draft!r}")
@@ -130,7 +130,7 @@ def main() -> None:
 
         # This process: a new runtime on the same file, as after a restart.
         memory = MemoryConfig(store="sqlite", path=db)
-        with Runtime.start(config=quiet_config(memory)) as runtime:
+        with Runtime.start(config=RuntimeConfig(memory=memory)) as runtime:
             resumed = runtime.workflows.resume()  # continues running ones; paused ones wait
             info = runtime.workflows.get(WORKFLOW_ID)
             print(f"[process 2] after the restart: {info.status} ({info.pause_reason})")

@@ -12,12 +12,12 @@ from types import TracebackType
 from typing import Any, Literal
 
 import pykka
-import structlog
 from pykka._envelope import Envelope
 
 from supervisors._describe import describe
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ExitKind = Literal["normal", "crash", "killed", "noproc"]
 

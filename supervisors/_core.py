@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import pykka
-import structlog
 from opentelemetry import metrics
 
 from supervisors._actor import ExitReason, Monitor, ReportsExit, actor_of, monitor
@@ -16,10 +15,11 @@ from supervisors._asyncio_actor import AsyncioActor
 from supervisors._errors import ChildStartError, SupervisorStopped
 from supervisors._handle import ActorHandle
 from supervisors._intensity import Clock, RestartIntensity
+from supervisors._log import get_logger
 from supervisors._shutdown import shutdown_child, start_child
 from supervisors._spec import ChildCounts, ChildInfo, ChildSpec
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # A no-op until the application installs an OpenTelemetry SDK.
 RESTARTS = metrics.get_meter("supervisors").create_counter(

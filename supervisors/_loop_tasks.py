@@ -13,12 +13,11 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, TypeVar
 
-import structlog
-
 from supervisors._describe import describe
 from supervisors._errors import EventLoopDied
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 

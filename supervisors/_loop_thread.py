@@ -8,13 +8,12 @@ import threading
 import time
 from typing import Any
 
-import structlog
-
 from supervisors._describe import describe
 from supervisors._intensity import Clock, RestartIntensity
+from supervisors._log import get_logger
 from supervisors._loop_tasks import LoopTasks, running_loop_adopted
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # How often the loop resumes after an exception escaped it (or a stop nobody asked for) before
 # its thread gives up: a callback that raises again each time it runs must not spin for ever.

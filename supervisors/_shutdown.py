@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pykka
-import structlog
 
 from supervisors._actor import ReportsExit, actor_of, exit_reason, kill, reports_exit
 from supervisors._asyncio_actor import AsyncioActor
 from supervisors._describe import describe
 from supervisors._errors import ChildStartError
+from supervisors._log import get_logger
 from supervisors._spec import ChildSpec, Shutdown
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # How long a supervisor waits for a new child's on_start before giving up on it.
 START_TIMEOUT = 30.0

@@ -12,13 +12,13 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import pykka
-import structlog
 
 from supervisors._actor import SupervisedActor, actor_of
 from supervisors._describe import describe
 from supervisors._handle import ActorHandle
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 

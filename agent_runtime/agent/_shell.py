@@ -13,7 +13,6 @@ from concurrent.futures import Future
 from typing import Any
 
 import pykka
-import structlog
 
 from agent_runtime._key import AgentKey
 from agent_runtime.agent._host import AgentHost
@@ -25,8 +24,9 @@ from agent_runtime.event_stream import Subscription
 from agent_runtime.event_stream._subscription import deliver, deliver_now
 from agent_runtime.events import Event
 from supervisors import ExitReason, monitor
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SubscriptionRefs = tuple["weakref.ref[Subscription]", ...]
 

@@ -19,7 +19,7 @@ from agent_runtime.runtime import Runtime
 
 
 def _tree(args: argparse.Namespace) -> int:
-    with Runtime.start(args.config) as runtime:
+    with Runtime.start(args.config, configure_logging=True) as runtime:
         Console().print(render_tree(runtime))
     return 0
 
@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `agent-runtime` console script."""
+    """Entry point of the `agent-runtime` console script: the command's exit status; an
+    invalid configuration is reported as its message alone on stderr, with status 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {
@@ -124,7 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return handlers[args.command](args)
+    try:
+        return handlers[args.command](args)
+    except ConfigError as exc:  # the message names the key, its value and its source
+        print(f"agent-runtime {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     if not has_tokens and args.host != LOOPBACK:
         return _refuse(f"--insecure-no-auth binds only to {LOOPBACK}, not {args.host}")
-    with Runtime.start(config) as runtime:
+    with Runtime.start(config, configure_logging=True) as runtime:
         try:
             register_tools(runtime.tools, tools)
         except ConfigError as exc:

@@ -15,8 +15,6 @@ import threading
 import time
 from typing import Any
 
-import structlog
-
 from agent_runtime._errors import StreamOverflow
 from agent_runtime._key import AgentKey
 from agent_runtime.cluster._host import ClusterHost
@@ -25,8 +23,9 @@ from agent_runtime.cluster._ray import get, node_failure
 from agent_runtime.cluster._wire import RemoteError, decode_events
 from agent_runtime.event_stream import OverflowPolicy
 from agent_runtime.events import AgentStart, Error, Event, is_terminal
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 NODE_LOST = "node_lost"
 """The `Error.reason` a run gets when its node is lost mid-run."""

@@ -10,8 +10,6 @@ import weakref
 from types import TracebackType
 from typing import Any
 
-import structlog
-
 from agent_runtime._errors import AgentStopped, AlreadyRegistered
 from agent_runtime._key import AgentKey
 from agent_runtime.cluster._errors import NodeLost
@@ -25,8 +23,9 @@ from agent_runtime.cluster._subscription import ClusterSubscription
 from agent_runtime.cluster._watch import NodeWatcher
 from agent_runtime.cluster._wire import RemoteError, pack_options
 from agent_runtime.config import RuntimeConfig, load_config
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 START_TIMEOUT = 120.0  # seconds for the nodes to start (a node is a new Python process)
 CALL_TIMEOUT = 60.0

@@ -14,14 +14,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import structlog
-
 from agent_runtime.cluster._node import NodeInfo
 from agent_runtime.cluster._placement import Placement
 from agent_runtime.cluster._ray import get, import_ray
 from agent_runtime.cluster._wire import RemoteError
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CALL_TIMEOUT = 60.0
 

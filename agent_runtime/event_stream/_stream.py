@@ -13,8 +13,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-import structlog
-
 from agent_runtime._errors import (
     RunCanceled,
     RunFailed,
@@ -40,6 +38,7 @@ from agent_runtime.events import (
     is_terminal,
 )
 from agent_runtime.messages import AssistantMessage, Message
+from supervisors._log import get_logger
 
 if TYPE_CHECKING:
     import pykka
@@ -59,7 +58,7 @@ OverflowPolicy = Literal["error", "drop_oldest", "drop_newest", "block"]
 
 _POLICIES: tuple[str, ...] = get_args(OverflowPolicy)
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 EndCallback = Callable[[Terminal], object]
 """Receives the stream's terminal event once the stream has ended (see `EventStream.on_end`)."""

@@ -8,8 +8,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from agent_runtime._key import AgentKey
 from agent_runtime.guardrails._base import (
     POINTS,
@@ -20,8 +18,9 @@ from agent_runtime.guardrails._base import (
 )
 from agent_runtime.messages import AssistantMessage, Message, TextContent, ToolResult
 from agent_runtime.telemetry import log_content, meter
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 FAILURES = meter().create_counter(
     "agent.guardrail.failures",

@@ -36,7 +36,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
 import tomlkit
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from tomlkit.exceptions import TOMLKitError
@@ -53,8 +52,9 @@ from agent_runtime.llm._config_changes import (
     UpdateProfile,
 )
 from agent_runtime.llm._config_file import locked, read_file, replace_file, revision
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _BOM = "\ufeff"
 _CHANGE: TypeAdapter[ConfigChange] = TypeAdapter(ConfigChange)

@@ -8,8 +8,6 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
 
-import structlog
-
 from agent_runtime._key import AgentKey
 from agent_runtime._run_ids import new_run_id
 from agent_runtime._trusted import completed
@@ -42,8 +40,9 @@ from agent_runtime.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # The events `stamp` builds without validating (their fields: the run's key, its messages).
 _MADE_AS_THEY_ARE: frozenset[type[Event]] = frozenset(

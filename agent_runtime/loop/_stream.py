@@ -8,8 +8,6 @@ import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
-import structlog
-
 from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime._run_ids import new_run_id
 from agent_runtime.abort import AbortSignal
@@ -19,8 +17,9 @@ from agent_runtime.events import AgentEnd, Canceled, Error, Event, Terminal
 from agent_runtime.loop._run import check_continuable, continue_run, run
 from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost
 from agent_runtime.messages import Message
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def _prepare(config: LoopConfig, runtime: LoopHost, into: EventStream | None) -> LoopConfig:

@@ -33,7 +33,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode
@@ -59,8 +58,9 @@ from agent_runtime.events import (
 from agent_runtime.llm.middleware.observable import ObservableModel
 from agent_runtime.messages import AssistantMessage
 from agent_runtime.telemetry import telemetry_enabled, tracer
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _CODE = re.compile(r"\bcode=([\w.-]+)")
 _REASON_CODE = re.compile(r"^([\w.-]+)(?::|$)")

@@ -8,15 +8,15 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import structlog
-
+from agent_runtime._errors import AgentRuntimeError
 from agent_runtime.abort import AbortSignal
 from agent_runtime.mcp._convert import call_result
 from agent_runtime.mcp._sdk import require_sdk
 from agent_runtime.messages import ToolResult, Trust
 from agent_runtime.tools import Tool, ToolContext, ToolDefinitionError, error_result
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -58,9 +58,13 @@ class Server(Protocol):
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any: ...
 
 
-class McpServerError(Exception):
+class McpServerError(AgentRuntimeError):
     """Listing the tools of an MCP server failed: it could not be reached or answered with an
-    error. `server` is its URL or command line; the message names it and the cause."""
+    error. The message names the server and the cause (chained as `__cause__`).
+
+    Attributes:
+        server: its URL or command line.
+    """
 
     def __init__(self, server: str, cause: BaseException) -> None:
         super().__init__(f"MCP server {server}: listing its tools failed: {_describe(cause)}")

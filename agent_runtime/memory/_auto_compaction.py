@@ -8,13 +8,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Literal
 
-import structlog
-
 from agent_runtime.abort import AbortSignal
 from agent_runtime.memory._compaction import CompactionResult
 from agent_runtime.telemetry import meter
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 WORKERS = 2
 """Threads of one `AutoCompaction`: two sessions may be summarised at once."""

@@ -13,7 +13,6 @@ import json
 from collections.abc import Sequence
 from typing import Protocol
 
-import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_runtime._errors import ConcurrentModification
@@ -32,8 +31,9 @@ from agent_runtime.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_KEEP_LAST = 6
 """Messages `compact_with` keeps verbatim unless told otherwise (about the last three turns)."""

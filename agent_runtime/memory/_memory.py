@@ -9,8 +9,6 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-import structlog
-
 from agent_runtime._errors import ConcurrentModification
 from agent_runtime.abort import AbortSignal
 from agent_runtime.llm._port import ChatModel
@@ -31,12 +29,13 @@ from agent_runtime.memory._store import MemoryStore, check_messages, check_sessi
 from agent_runtime.memory._subscription import MemorySubscription
 from agent_runtime.messages import Message
 from agent_runtime.telemetry import meter
+from supervisors._log import get_logger
 
 if TYPE_CHECKING:
     from agent_runtime.config import MemoryConfig
     from agent_runtime.memory._models import SessionChanges
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # A no-op until the application installs an OpenTelemetry SDK.
 APPEND_FAILURES = meter().create_counter(

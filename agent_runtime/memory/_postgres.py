@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterable
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import structlog
-
 from agent_runtime._errors import ConcurrentModification, MemoryStoreError
 from agent_runtime.memory._models import SessionChanges, SessionHistory, changes, history
 from agent_runtime.memory._pg_pool import Pool, PoolClosed, PoolTimeout
@@ -36,11 +34,12 @@ from agent_runtime.memory._store import (
     is_replaced,
 )
 from agent_runtime.messages import Message, MessageListAdapter
+from supervisors._log import get_logger
 
 if TYPE_CHECKING:
     import psycopg
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 

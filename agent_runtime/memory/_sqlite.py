@@ -12,8 +12,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, get_args
 
-import structlog
-
 from agent_runtime._errors import ConcurrentModification, MemoryStoreError
 from agent_runtime.memory._models import SessionChanges, SessionHistory, changes, history
 from agent_runtime.memory._sqlite_errors import describe, is_busy
@@ -27,8 +25,9 @@ from agent_runtime.memory._store import (
     is_replaced,
 )
 from agent_runtime.messages import Message, MessageListAdapter
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Synchronous = Literal["FULL", "NORMAL"]
 """SQLite's `PRAGMA synchronous` levels a `SqliteStore` accepts."""

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import structlog
-
 from agent_runtime.memory._bounded import BoundedSubscription
 from agent_runtime.memory._models import MemoryEvent
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class MemorySubscription(BoundedSubscription[MemoryEvent]):

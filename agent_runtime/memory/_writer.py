@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
-import structlog
-
 from agent_runtime.memory._memory import SessionMemory
 from agent_runtime.memory._store import check_messages, check_session
 from agent_runtime.messages import Message
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 WORKERS = 2
 """The number of threads each `SessionWriter` owns, whatever the number of sessions."""

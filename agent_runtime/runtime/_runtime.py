@@ -16,7 +16,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import pykka
-import structlog
 
 from agent_runtime._counters import RuntimeCounters
 from agent_runtime._errors import AgentStopped
@@ -35,7 +34,7 @@ from agent_runtime.runtime._model_overrides import ModelOverrides
 from agent_runtime.runtime._status_socket import StatusSocket
 from agent_runtime.runtime._subagents import Subagents
 from agent_runtime.telemetry import configure_logging as configure_structlog
-from agent_runtime.telemetry import install_exporter
+from agent_runtime.telemetry import install_exporter, record_log_content
 from agent_runtime.templates import PromptTemplates
 from agent_runtime.tools import ToolRegistry
 from agent_runtime.workflows import Workflows
@@ -47,9 +46,10 @@ from supervisors import (
     SupervisorStopped,
     TaskSupervisor,
 )
+from supervisors._log import get_logger
 
 T = TypeVar("T")
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CHILD_IDS = ("abort_table", "registry", "subagents", "loop_tasks", "tool_tasks")
 
@@ -147,16 +147,18 @@ class Runtime:
         config: RuntimeConfig | str | os.PathLike[str] | None = None,
         *,
         name: str | None = None,
-        configure_logging: bool = True,
+        configure_logging: bool = False,
         freeze_gc: bool = False,
     ) -> Runtime:
         """Start a runtime: configure logging (see below), then start the tree.
 
         `config` is a RuntimeConfig, a path to a TOML file, or None for `load_config()`
-        (config/runtime.toml and `AGENT_RUNTIME_*` overrides). With `configure_logging`
-        (the default) structlog is set up from `[telemetry]` unless the application
-        configured it first, which is never overridden; `False` leaves structlog and
-        logging alone. `[telemetry] exporter = "console"` or `"otlp"` installs the global
+        (config/runtime.toml and `AGENT_RUNTIME_*` overrides). Logging is the application's:
+        by default structlog and `logging` are left alone (the runtime's events go to
+        structlog once configured, else to `logging`, which shows warnings on stderr). With
+        `configure_logging=True`, or `[telemetry] configure_logging = true`, structlog is set
+        up from `[telemetry]` unless the application configured it first, which is never
+        overridden. `[telemetry] exporter = "console"` or `"otlp"` installs the global
         OpenTelemetry providers, once per process (`telemetry.install_exporter`); the default
         `"none"` installs nothing. Blocks while the tree starts: from asyncio use `astart`.
 
@@ -191,7 +193,8 @@ class Runtime:
             raise TypeError(
                 f"config must be a RuntimeConfig, a path or None, not {type(config).__name__}"
             )
-        if configure_logging:
+        record_log_content(config.telemetry)
+        if configure_logging or config.telemetry.configure_logging:
             configure_structlog(config.telemetry)
         install_exporter(config.telemetry)
         path = config.telemetry.status_socket
@@ -219,7 +222,7 @@ class Runtime:
         config: RuntimeConfig | str | os.PathLike[str] | None = None,
         *,
         name: str | None = None,
-        configure_logging: bool = True,
+        configure_logging: bool = False,
         share_loop: bool = True,
         freeze_gc: bool = False,
     ) -> AsyncStart:

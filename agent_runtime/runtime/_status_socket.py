@@ -25,12 +25,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import structlog
-
 from agent_runtime._errors import ConfigError
 from agent_runtime.runtime._introspection import StatusReport
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 KEY = "telemetry.status_socket"
 SEND_TIMEOUT = 2.0  # seconds one client may take to read one report

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pykka
-import structlog
 
 from agent_runtime._errors import AlreadyRegistered
 from agent_runtime._key import AgentKey
@@ -22,8 +21,9 @@ from supervisors import (
     Supervisor,
     monitor,
 )
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Subagents:

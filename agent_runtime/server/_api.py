@@ -15,7 +15,6 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import structlog
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -54,9 +53,10 @@ from agent_runtime.server._schemas import (
 )
 from agent_runtime.server._sse import sse_response
 from supervisors import MaxChildrenReached
+from supervisors._log import get_logger
 
 B = TypeVar("B", bound=BaseModel)
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 AGENT = "/v1/agents/{session}/{role}/{index:int}"
 
 

@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -38,8 +37,9 @@ from agent_runtime.server._hub import EventHub
 from agent_runtime.server._limits import BodyLimitMiddleware
 from agent_runtime.server._openapi import openapi_document
 from agent_runtime.server._principal import Principal
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 PROTOCOLS = (
     "agent_runtime.server._agui",

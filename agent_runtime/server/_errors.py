@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-log = structlog.get_logger(__name__)
+from supervisors._log import get_logger
+
+log = get_logger(__name__)
 
 
 class ApiError(Exception):

@@ -38,16 +38,15 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from agent_runtime._errors import AgentStopped
 from agent_runtime._key import AgentKey
 from agent_runtime.agent import Agent
 from agent_runtime.event_stream import Subscription
 from agent_runtime.server._replay import ByteBudget, ReplayBuffer
 from agent_runtime.server._wire import Frame, end_frame
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SWEEP_SECONDS = 0.5
 RETAINED = 256

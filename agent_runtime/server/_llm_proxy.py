@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-import structlog
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -48,10 +47,11 @@ from agent_runtime.runtime import Runtime
 from agent_runtime.server._principal import principal_of
 from agent_runtime.server._proxy_redact import public_text
 from agent_runtime.server._proxy_stream import DisconnectingStream
+from supervisors._log import get_logger
 
 __all__ = ["routes"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _DONE = "event: done\ndata: {}\n\n"
 _MAX_PROBLEMS = 5

@@ -6,15 +6,14 @@ import threading
 import weakref
 from datetime import UTC, datetime
 
-import structlog
-
 from agent_runtime.memory import SessionMemory
 from agent_runtime.templates._errors import TemplateNotFound
 from agent_runtime.templates._models import TemplateVersion
 from agent_runtime.templates._subscription import TemplateSubscription
 from agent_runtime.templates._template import Template, check_template_id, placeholders
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SESSION = "agent_runtime.templates"
 """The reserved session whose key-value state holds the templates (no history of its own)."""

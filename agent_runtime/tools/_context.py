@@ -6,18 +6,17 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortSignal
 from agent_runtime.events import CustomEvent
 from agent_runtime.messages import ToolResult
 from agent_runtime.tools._results import normalize_result
+from supervisors._log import get_logger
 
 if TYPE_CHECKING:
     from agent_runtime.memory import SessionState
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 UpdateCallback = Callable[[ToolResult], None]
 """Receives each partial result of a tool, in the thread that called `update`."""

@@ -11,15 +11,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from agent_runtime.messages import ToolCall, ToolResult
 from agent_runtime.tools._args import ToolArgumentsError, arguments_from_raw
 from agent_runtime.tools._context import ToolContext
 from agent_runtime.tools._results import error_result, normalize_result
 from agent_runtime.tools._tool import Tool
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 RunSync = Callable[[Callable[[], Any]], "concurrent.futures.Future[Any]"]
 """Submits a zero-argument callable to a thread pool and returns its Future."""

@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
 from pydantic import JsonValue
 
 from agent_runtime.workflows._context import StepContext
@@ -25,8 +24,9 @@ from agent_runtime.workflows._records import StepRun, WorkflowRecord
 from agent_runtime.workflows._state_json import state_json
 from agent_runtime.workflows._step import StepSpec
 from agent_runtime.workflows._workflow import Definition, Workflow
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Commit = Callable[[WorkflowRecord], Awaitable[None]]
 """Commits a record to the store (off the loop) and returns once it is durable."""

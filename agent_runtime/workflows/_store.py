@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 
-import structlog
 from pydantic import ValidationError
 
 from agent_runtime.memory import MemoryStore
 from agent_runtime.workflows._records import Corrupt, WorkflowRecord
+from supervisors._log import get_logger
 
 SESSION = "agent_runtime.workflows"
 """The session whose key-value state holds every workflow record (key: the workflow id)."""
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Stored = tuple[str, WorkflowRecord | Corrupt]
 """A stored record: its JSON text (what a compare-and-set expects) and what it reads as."""

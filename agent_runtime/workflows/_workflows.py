@@ -14,7 +14,6 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import structlog
 from pydantic import BaseModel, JsonValue
 
 from agent_runtime._loop_guard import refuse_on_loop
@@ -43,9 +42,10 @@ from agent_runtime.workflows._runner import CANCEL_GRACE, LiveWorkflow, run_work
 from agent_runtime.workflows._state_json import state_json
 from agent_runtime.workflows._store import Stored, WorkflowStore
 from agent_runtime.workflows._workflow import Definition, Workflow, definition, resolve
+from supervisors._log import get_logger
 
 T = TypeVar("T")
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 _LAST = object()  # `_write`'s expected text: the one this process last wrote
 
 

@@ -656,6 +656,17 @@ def logging_to(config: RuntimeConfig) -> Iterator[io.StringIO]:
         structlog.reset_defaults()
 
 
+@pytest.mark.parametrize("configure", ["true", "false"])
+@covers("telemetry.configure_logging")
+def test_configure_logging_makes_runtime_start_configure_structlog(configure: str) -> None:
+    structlog.reset_defaults()
+    try:
+        with started(telemetry__configure_logging=configure):
+            assert structlog.is_configured() is (configure == "true")
+    finally:
+        structlog.reset_defaults()
+
+
 @pytest.mark.parametrize("log_format", ["json", "console"])
 @covers("telemetry.log_format")
 def test_log_format_renders_json_lines_or_console_text(log_format: str) -> None:

@@ -216,6 +216,33 @@ def test_credential_patterns_are_redacted_in_text(text: str) -> None:
     assert KEY not in redacted and "abcdefghijklmnop" not in redacted
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "no API key for openai: set OPENAI_API_KEY or pass api_key= (for a keyless server: "
+        "openai_compatible(..., api_key_env=None))",
+        "set api_key: the key your provider gave you",
+        "the Authorization: header is sent on every request",
+        "api_key=(none)",
+    ],
+)
+def test_words_after_a_credentials_name_are_not_redacted(text: str) -> None:
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        (f"x-api-key: {KEY}", f"x-api-key: {REDACTED}"),
+        ("api_key: abcdefghijklmnopqrstuvwxyz", f"api_key: {REDACTED}"),
+        ('api_key = "hunter"', f'api_key = "{REDACTED}"'),
+        ("api_key=hunter", f"api_key={REDACTED}"),
+    ],
+)
+def test_values_after_a_credentials_name_are_redacted(text: str, redacted: str) -> None:
+    assert redact_text(text) == redacted
+
+
 def test_content_keys_are_hidden_but_counts_stay() -> None:
     stream = configured("json")
     structlog.get_logger("test").info(

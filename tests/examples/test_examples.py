@@ -78,6 +78,15 @@ EXPECTED: dict[str, list[str]] = {
 }
 
 
+# The library's warnings (stdlib logging shows them on stderr when nothing is configured) for
+# the failures an example provokes on purpose; any other stderr line fails the test.
+EXPECTED_WARNINGS: dict[str, tuple[str, ...]] = {
+    "guardrails.py": ("guardrail.failed ", "loop.run.failed "),
+    "providers.py": ("llm.fallback.failed_over ",),
+    "structured_output.py": ("loop.run.output_invalid ",),
+}
+
+
 def _examples() -> list[str]:
     return sorted(
         path.name
@@ -109,5 +118,7 @@ def test_example_runs_offline(name: str, tmp_path: Path) -> None:
     assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"
     for line in EXPECTED.get(name, []):
         assert line in done.stdout, f"{name} did not print {line!r}:\n{done.stdout}"
-    assert done.stderr == "", f"{name} wrote to stderr (a warning, a log line):\n{done.stderr}"
+    expected = EXPECTED_WARNINGS.get(name, ())
+    unexpected = [line for line in done.stderr.splitlines() if not line.startswith(expected)]
+    assert unexpected == [], f"{name} wrote to stderr (a warning, a log line):\n{done.stderr}"
     assert not list(tmp_path.iterdir()), "an example left files in its working directory"

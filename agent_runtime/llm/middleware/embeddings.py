@@ -9,7 +9,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -21,10 +20,11 @@ from agent_runtime.llm.types import ModelInfo
 from agent_runtime.telemetry import gen_ai_histograms
 from agent_runtime.telemetry import meter as default_meter
 from agent_runtime.telemetry import tracer as default_tracer
+from supervisors._log import get_logger
 
 __all__ = ["EmbeddingMiddleware", "ObservableEmbeddingModel", "RetryingEmbeddingModel"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class EmbeddingMiddleware:

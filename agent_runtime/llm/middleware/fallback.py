@@ -7,8 +7,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-import structlog
-
 from agent_runtime.abort import AbortSignal
 from agent_runtime.llm.base import BaseChatModel, ChatModel
 from agent_runtime.llm.errors import (
@@ -22,8 +20,9 @@ from agent_runtime.llm.errors import (
     is_retryable,
 )
 from agent_runtime.llm.types import ChatRequest, ChatResponse, ModelInfo, StreamChunk, UsageDelta
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Clock = Callable[[], float]
 

@@ -6,7 +6,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import structlog
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -20,8 +19,9 @@ from agent_runtime.telemetry import gen_ai_histograms
 from agent_runtime.telemetry import log_content as configured_log_content
 from agent_runtime.telemetry import meter as default_meter
 from agent_runtime.telemetry import tracer as default_tracer
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class ObservableModel(Middleware):

@@ -6,16 +6,15 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import structlog
-
 from agent_runtime.abort import AbortSignal
 from agent_runtime.llm._abortable import await_abortable
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.llm.errors import LLMError, is_retryable
 from agent_runtime.llm.middleware._base import Middleware
 from agent_runtime.llm.types import ChatRequest, ChatResponse, StreamChunk, UsageDelta
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 RetryHook = Callable[[int, float, LLMError], None]

@@ -5,13 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator
 
-import structlog
-
 from agent_runtime.abort import AbortSignal
 from agent_runtime.llm.base import BaseChatModel, ChatModel
 from agent_runtime.llm.types import ChatRequest, ChatResponse, ModelInfo, StreamChunk
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class SwitchableModel(BaseChatModel):

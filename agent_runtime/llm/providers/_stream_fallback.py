@@ -21,13 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
-
 from agent_runtime.llm.types import ChatRequest
 from agent_runtime.messages import ToolResultMessage
 from agent_runtime.telemetry import meter
+from supervisors._log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _EVENTS = {"learned": "llm.stream.fallback.learned", "used": "llm.stream.fallback.used"}
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Unpack
 
-import structlog
-
 from agent_runtime.llm._sse import SseEventSource
 from agent_runtime.llm._transport import ApiKey, encode_json
 from agent_runtime.llm._usage import answer_chars, estimated_usage
@@ -45,6 +43,7 @@ from agent_runtime.llm.types import (
     StreamChunk,
     UsageDelta,
 )
+from supervisors._log import get_logger
 
 __all__ = [
     "HostOptions",
@@ -63,7 +62,7 @@ __all__ = [
     "together",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class OpenAICompatibleModel(HttpChatModel):

@@ -1,0 +1,86 @@
+"""Library loggers, quiet until the application asks: structlog's once structlog is
+configured, the standard library's `logging` until then."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import structlog
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+}
+
+
+class LibraryLogger:
+    """A module's logger (`log = get_logger(__name__)`), used like structlog's: an event name
+    and key-values per call, `bind(**values)` for a logger carrying them.
+
+    Guarantees:
+    - While structlog is configured (by the application, or by
+      `agent_runtime.telemetry.configure_logging`, which `Runtime.start(configure_logging=True)`
+      and the CLI call), every call goes to structlog as `structlog.get_logger(name)` would.
+    - Until then nothing is printed by this library on its own: the call goes to the standard
+      library's logger `name` as one line, `event key=value ...`. With no `logging`
+      configuration Python shows only warnings and errors, on stderr (its last-resort
+      handler); an application's `logging` configuration decides the rest. (Unconfigured
+      structlog would print every level to stdout.)
+    """
+
+    __slots__ = ("_context", "_name", "_structlog")
+
+    def __init__(self, name: str, context: dict[str, Any] | None = None) -> None:
+        self._name = name
+        self._context = context or {}
+        self._structlog = structlog.get_logger(name, **self._context)
+
+    def bind(self, **values: Any) -> LibraryLogger:
+        """This logger with `values` added to every event it logs."""
+        return LibraryLogger(self._name, {**self._context, **values})
+
+    def is_enabled_for(self, level: int) -> bool:
+        """Whether a call at `level` (a `logging` level) would be logged: the hot path asks
+        before it prepares debug lines."""
+        if structlog.is_configured():
+            check = getattr(self._structlog.bind(), "is_enabled_for", None)
+            return True if check is None else bool(check(level))
+        return logging.getLogger(self._name).isEnabledFor(level)
+
+    def debug(self, event: str, **values: Any) -> None:
+        self._log("debug", event, values)
+
+    def info(self, event: str, **values: Any) -> None:
+        self._log("info", event, values)
+
+    def warning(self, event: str, **values: Any) -> None:
+        self._log("warning", event, values)
+
+    def error(self, event: str, **values: Any) -> None:
+        self._log("error", event, values)
+
+    def exception(self, event: str, **values: Any) -> None:
+        """An error with the exception being handled (its traceback)."""
+        self._log("exception", event, values)
+
+    def _log(self, method: str, event: str, values: dict[str, Any]) -> None:
+        if structlog.is_configured():
+            getattr(self._structlog, method)(event, **values)
+            return
+        logger = logging.getLogger(self._name)
+        level = _LEVELS[method]
+        if logger.isEnabledFor(level):
+            exc_info = values.pop("exc_info", method == "exception")
+            fields = " ".join(
+                f"{key}={value!r}" for key, value in {**self._context, **values}.items()
+            )
+            logger.log(level, "%s %s", event, fields, exc_info=exc_info)
+
+
+def get_logger(name: str) -> LibraryLogger:
+    """The logger of module `name` (see `LibraryLogger`)."""
+    return LibraryLogger(name)
