@@ -5,16 +5,37 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test test-host test-live test-cluster serve-local lint pytest pytest-versions bench bench-host peers-venv clean
+.PHONY: run docs test test-host test-live test-cluster serve-local lint pytest pytest-versions bench bench-host peers-venv clean
 
+# The project with its postgres, mcp and server extras, and the `dev` dependency group (PEP 735:
+# pip installs groups from 25.1 on, hence the upgrade).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[postgres,mcp,server]' --group dev
 	touch $(STAMP)
 
-run: $(STAMP)
+# The offline demo needs the package alone: no extras, no dev tools, no pip upgrade.
+RUN_STAMP := $(VENV)/.run-stamp
+
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	touch $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/agent-runtime demo
+
+# The API reference and the docs/ pages as a site in site/ (mkdocs.yml), from the docstrings;
+# --strict: a broken link or reference fails the build. .ci/run runs it after `make test`.
+DOCS_STAMP := $(VENV)/.docs-stamp
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet --group docs
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
 	$(BIN)/ruff check supervisors agent_runtime tests bench examples
@@ -42,7 +63,7 @@ test-host: $(STAMP)
 CLUSTER_STAMP := $(VENV)/.cluster-stamp
 
 $(CLUSTER_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[dev,cluster]'
+	$(BIN)/python -m pip install --quiet -e '.[postgres,mcp,server,cluster]'
 	touch $(CLUSTER_STAMP)
 
 test-cluster: $(CLUSTER_STAMP)
@@ -81,4 +102,4 @@ bench-host: $(STAMP)
 	$(BIN)/python -m bench.host
 
 clean:
-	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* site .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -32,6 +32,8 @@ from agent_runtime._trusted import filled
 from agent_runtime.messages import AssistantMessage, Message, ToolResult, ToolResultMessage
 
 __all__ = [
+    "EVENT_TYPES",
+    "TERMINAL_TYPES",
     "AgentEnd",
     "AgentStart",
     "Canceled",
@@ -46,8 +48,6 @@ __all__ = [
     "MessageUpdate",
     "ProviderRetry",
     "ProviderRetryEnd",
-    "EVENT_TYPES",
-    "TERMINAL_TYPES",
     "Terminal",
     "ToolExecutionEnd",
     "ToolExecutionStart",

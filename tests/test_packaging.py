@@ -1,11 +1,14 @@
-"""The package's licence as a user sees it: an SPDX string in pyproject.toml, its text in
-LICENSE."""
+"""The package as a user sees it: an SPDX licence backed by LICENSE, `__version__` from the
+installed metadata, no development extras."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import tomllib
 from pathlib import Path
+
+import agent_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,3 +35,21 @@ def test_build_backend_understands_the_spdx_string() -> None:
     match = re.fullmatch(r"setuptools>=(\d+)(\.\d+)*", requires[0])
     assert match is not None, requires[0]
     assert int(match.group(1)) >= 77  # the first setuptools that reads `license = "MIT"`
+
+
+def test_version_is_the_installed_distributions() -> None:
+    project = _pyproject()["project"]
+    assert isinstance(project, dict)
+    assert agent_runtime.__version__ == importlib.metadata.version("agent-runtime")
+    assert agent_runtime.__version__ == project["version"]
+
+
+def test_development_tools_are_a_dependency_group_not_an_extra() -> None:
+    """`pip install agent-runtime[dev]` is not offered: the tools are PEP 735 groups."""
+    extras = importlib.metadata.metadata("agent-runtime").get_all("Provides-Extra") or []
+    assert "dev" not in extras
+    assert "docs" not in extras
+    groups = _pyproject()["dependency-groups"]
+    assert isinstance(groups, dict)
+    assert any(r.startswith("pytest") for r in groups["dev"])
+    assert any(r.startswith("mkdocstrings") for r in groups["docs"])

@@ -105,6 +105,7 @@ def evaluate_sync(
     Raises:
         RuntimeError: called from a running event loop (await `evaluate` instead).
         TimeoutError: `timeout` passed (the evaluation was cancelled).
-        As `evaluate`.
+
+    Otherwise it raises what `evaluate` raises.
     """
     return run_sync(evaluate(run_result, evaluator, signal=signal), timeout)

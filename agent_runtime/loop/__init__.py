@@ -9,10 +9,10 @@ from agent_runtime.loop._transcript import TranscriptState, validate_transcript
 from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost, RetryPolicy
 
 __all__ = [
+    "OUTPUT_TOOL",
     "AgentContext",
     "LoopConfig",
     "LoopHost",
-    "OUTPUT_TOOL",
     "OutputSpec",
     "RetryPolicy",
     "TranscriptState",

@@ -9,7 +9,7 @@ Counters: `agent.runs` (by `outcome`), `agent.turns`, `agent.tool_calls` (starte
 Histograms:
 - `gen_ai.client.operation.duration` (s) and `gen_ai.client.token.usage` ({token}, by
   `gen_ai.token.type`): one model call (attempt) each, with the GenAI attributes
-  `gen_ai.operation.name`, `gen_ai.system`, `gen_ai.request.model` (and `error.type` for a
+  `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model` (and `error.type` for a
   failed call; `gen_ai.response.model` when the answer names it);
 - `agent_runtime.time_to_first_token` (s): from the request to its first streamed chunk;
 - `agent_runtime.run.duration` (s, by `agent.role` and `outcome`: completed | failed |

@@ -1,9 +1,13 @@
 """Spans, metrics and introspection lines of a run, derived from its events (DESIGN.md 10).
 
-Spans: `agent.run` > `agent.turn` > `gen_ai.chat` (one per model attempt) / `tool.execute`
-(one per tool call that starts), with GenAI semantic-convention attributes
-(`gen_ai.operation.name`, `gen_ai.system`, `gen_ai.request.model`, `gen_ai.usage.*`; a tool
-span `gen_ai.tool.name`, `gen_ai.tool.call.id`, and `error.type` when the call fails). A run
+Spans, named and attributed as the OpenTelemetry GenAI semantic conventions say
+(`agent_runtime._semconv`): `invoke_agent {role}` > `agent.turn` (no convention: ours) >
+`chat {model}` (one per model attempt) / `execute_tool {tool}` (one per tool call that
+starts). Attributes: `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`
+on each; `gen_ai.agent.name` (the role) on the run's; `gen_ai.response.model`,
+`gen_ai.usage.input_tokens` / `output_tokens` and `gen_ai.response.finish_reasons` on a
+chat's; `gen_ai.tool.name` and `gen_ai.tool.call.id` on a tool's; `error.type` on what
+failed. A run
 started where a span is current (a delegating tool's: a subagent's run; an application's
 request span) is that span's child, in its trace. Metrics: see `_instruments`.
 
@@ -37,6 +41,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode
 
+import agent_runtime._semconv as sc
 import agent_runtime.loop._instruments as m
 from agent_runtime._key import AgentKey
 from agent_runtime.events import (
@@ -103,7 +108,7 @@ def _tool_error_type(details: dict[str, Any]) -> str:
     """`error.type` of a failed call: the exception it raised, else what went wrong
     (`timeout`, `invalid_arguments`, `not_found`, ...), else `_OTHER` (the conventions' word)."""
     kind = details.get("exception") or details.get("outcome")
-    return kind if isinstance(kind, str) and kind else "_OTHER"
+    return kind if isinstance(kind, str) and kind else sc.ERROR_TYPE_OTHER
 
 
 class RunTrace:
@@ -142,10 +147,11 @@ class RunTrace:
                 }
             )
         self._role = {"agent.role": agent.role} if agent is not None else {}
+        self._agent_name = agent.role if agent is not None else None
         self._model = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.system": provider,
-            "gen_ai.request.model": model,
+            sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
+            sc.GEN_AI_PROVIDER_NAME: provider,
+            sc.GEN_AI_REQUEST_MODEL: model,
         }
         self._gen_ai_metrics = not observes_itself(chat_model)
         parent = next((link.context for link in links if link.context.is_valid), None)
@@ -204,17 +210,21 @@ class RunTrace:
         if isinstance(event, AgentStart):
             self._started = now
             if self._spans:
+                attrs = {**self._base, **self._model}
+                attrs[sc.GEN_AI_OPERATION_NAME] = sc.OPERATION_INVOKE_AGENT
+                if self._agent_name is not None:
+                    attrs[sc.GEN_AI_AGENT_NAME] = self._agent_name
                 self._run = self._tracer.start_span(
-                    "agent.run",
+                    sc.span_name(sc.OPERATION_INVOKE_AGENT, self._agent_name),
                     context=self._parent,
                     kind=SpanKind.INTERNAL,
-                    attributes={**self._base, "gen_ai.operation.name": "invoke_agent"},
+                    attributes=attrs,
                 )
             self._introspect(
                 self._run,
                 "agent.loop.started",
-                **{"gen_ai.system": self._model["gen_ai.system"]},
-                **{"gen_ai.request.model": self._model["gen_ai.request.model"]},
+                **{sc.GEN_AI_PROVIDER_NAME: self._model[sc.GEN_AI_PROVIDER_NAME]},
+                **{sc.GEN_AI_REQUEST_MODEL: self._model[sc.GEN_AI_REQUEST_MODEL]},
             )
         elif isinstance(event, TurnStart):
             self._end_turn(None, now)
@@ -243,12 +253,12 @@ class RunTrace:
             span = None
             if self._spans:
                 span = self._span(
-                    "tool.execute",
+                    sc.span_name(sc.OPERATION_EXECUTE_TOOL, event.name),
                     self._turn or self._run,
                     {
-                        "gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.name": event.name,
-                        "gen_ai.tool.call.id": event.tool_call_id,
+                        sc.GEN_AI_OPERATION_NAME: sc.OPERATION_EXECUTE_TOOL,
+                        sc.GEN_AI_TOOL_NAME: event.name,
+                        sc.GEN_AI_TOOL_CALL_ID: event.tool_call_id,
                     },
                 )
             self._tools[event.tool_call_id] = (span, now)
@@ -261,6 +271,9 @@ class RunTrace:
 
     # -- model attempts ---------------------------------------------------------------------------
 
+    def _chat_name(self) -> str:
+        return sc.span_name(sc.OPERATION_CHAT, self._model[sc.GEN_AI_REQUEST_MODEL])
+
     def _answer_started(self, now: int) -> None:
         """The first chunk of an answer came (or a committed note began: no request then)."""
         self._chat_started = self._ready
@@ -269,7 +282,7 @@ class RunTrace:
         self._awaiting = False
         if self._spans:
             self._chat = self._span(
-                "gen_ai.chat", self._turn or self._run, self._model, self._ready
+                self._chat_name(), self._turn or self._run, self._model, self._ready
             )
 
     def _answer_ended(self, message: AssistantMessage, now: int) -> None:
@@ -287,21 +300,27 @@ class RunTrace:
         failed = message.stop_reason == "error"
         attrs = dict(self._model)
         if message.model:
-            attrs["gen_ai.response.model"] = message.model
+            attrs[sc.GEN_AI_RESPONSE_MODEL] = message.model
         if failed:
-            attrs["error.type"] = _error_type(message.error_message or "")
+            attrs[sc.ERROR_TYPE] = _error_type(message.error_message or "")
         if self._gen_ai_metrics and message.stop_reason != "aborted":
             m.OPERATION_DURATION.record((now - self._chat_started) / 1e9, attrs)
             if not failed:
-                m.TOKEN_USAGE.record(usage.input_tokens, {**attrs, "gen_ai.token.type": "input"})
-                m.TOKEN_USAGE.record(usage.output_tokens, {**attrs, "gen_ai.token.type": "output"})
+                m.TOKEN_USAGE.record(
+                    usage.input_tokens, {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_INPUT}
+                )
+                m.TOKEN_USAGE.record(
+                    usage.output_tokens, {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT}
+                )
         if span is None:
             return
-        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-        span.set_attribute("gen_ai.response.finish_reasons", [message.stop_reason])
+        if message.model:
+            span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, message.model)
+        span.set_attribute(sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
+        span.set_attribute(sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
+        span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, [message.stop_reason])
         if failed:
-            span.set_attribute("error.type", attrs["error.type"])
+            span.set_attribute(sc.ERROR_TYPE, attrs[sc.ERROR_TYPE])
             span.set_status(Status(StatusCode.ERROR, message.error_message or "error"))
         span.end(now + self._wall)
 
@@ -313,10 +332,10 @@ class RunTrace:
         kind = _error_type(error)
         if self._gen_ai_metrics:
             m.OPERATION_DURATION.record(
-                (now - self._ready) / 1e9, {**self._model, "error.type": kind}
+                (now - self._ready) / 1e9, {**self._model, sc.ERROR_TYPE: kind}
             )
-        span = self._span("gen_ai.chat", self._turn or self._run, self._model, self._ready)
-        span.set_attribute("error.type", kind)
+        span = self._span(self._chat_name(), self._turn or self._run, self._model, self._ready)
+        span.set_attribute(sc.ERROR_TYPE, kind)
         span.set_status(Status(StatusCode.ERROR, error))
         span.end(now + self._wall)
 
@@ -333,7 +352,7 @@ class RunTrace:
             attrs: dict[str, Any] = {
                 "attempt": event.attempt,
                 "delay_s": event.delay,
-                "error.type": _error_type(event.error),
+                sc.ERROR_TYPE: _error_type(event.error),
                 "error": event.error,
             }
             target.add_event("agent.provider.retry", attrs)
@@ -348,7 +367,7 @@ class RunTrace:
         details = event.result.details or {}
         outcome = str(details.get("outcome", "error")) if event.is_error else "ok"
         seconds = (now - started) / 1e9
-        name = {"gen_ai.tool.name": event.name}
+        name = {sc.GEN_AI_TOOL_NAME: event.name}
         if self._spans:
             m.TOOL_CALLS.add(1, {"outcome": "error" if event.is_error else "ok"})
             m.TOOL_DURATION.record(seconds, {**name, "outcome": outcome})
@@ -356,7 +375,7 @@ class RunTrace:
             span,
             "tool.use.observed",
             **name,
-            **{"gen_ai.tool.call.id": event.tool_call_id},
+            **{sc.GEN_AI_TOOL_CALL_ID: event.tool_call_id},
             outcome=outcome,
             is_error=event.is_error,
             duration_s=seconds,
@@ -365,7 +384,7 @@ class RunTrace:
             return
         span.set_attribute("tool.outcome", outcome)
         if event.is_error and not details.get("cancelled"):
-            span.set_attribute("error.type", _tool_error_type(details))
+            span.set_attribute(sc.ERROR_TYPE, _tool_error_type(details))
             span.set_status(Status(StatusCode.ERROR, outcome))
         span.end(now + self._wall)
 
@@ -444,6 +463,6 @@ class RunTrace:
             return
         run.set_attribute("agent.outcome", outcome)
         if isinstance(terminal, Error):
-            run.set_attribute("error.type", _error_type(terminal.reason))
+            run.set_attribute(sc.ERROR_TYPE, _error_type(terminal.reason))
             run.set_status(Status(StatusCode.ERROR, terminal.reason))
         run.end(now + self._wall)

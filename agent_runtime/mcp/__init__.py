@@ -115,7 +115,8 @@ def mcp_tools_sync(
 
     Raises:
         RuntimeError: called from a thread running an event loop (await `mcp_tools`).
-        The rest as `mcp_tools`.
+
+    Otherwise it raises what `mcp_tools` raises.
     """
     _not_on_a_loop("mcp_tools_sync", "mcp_tools")
     return asyncio.run(

@@ -213,8 +213,8 @@ class StepAgent:
     ) -> RunResult:
         """`Agent.arun` on the agent (started first if needed): a run to its end.
 
-        Raises:
-            what `Agent.arun` raises (`RunFailed`, `RunCanceled`, `AgentBusy`, TimeoutError).
+        It raises what `Agent.arun` raises (`RunFailed`, `RunCanceled`, `AgentBusy`,
+        `TimeoutError`).
         """
         agent = await self.get()
         return await agent.arun(input, timeout, **run)

@@ -738,7 +738,7 @@ def test_exporter_console_prints_the_spans_and_none_installs_nothing(exporter: s
         env={**env, "AGENT_RUNTIME_TELEMETRY__EXPORTER": exporter},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert ('"name": "agent.run"' in done.stdout) is (exporter == "console")
+    assert ('"name": "invoke_agent a"' in done.stdout) is (exporter == "console")
     assert ('"name": "agent.runs"' in done.stdout) is (exporter == "console")  # a metric
 
 

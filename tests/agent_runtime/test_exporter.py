@@ -99,8 +99,8 @@ print("mine", sorted({s.name for s in mine.get_finished_spans()}))
 
 def test_an_application_provider_is_never_replaced() -> None:
     done = run_script(_APPLICATION_SDK)
-    assert "mine ['agent.run', 'agent.turn', 'gen_ai.chat']" in done.stdout
-    assert '"name": "agent.run"' not in done.stdout  # the console exporter was not installed
+    assert "mine ['agent.turn', 'chat scripted', 'invoke_agent a']" in done.stdout
+    assert '"name": "invoke_agent a"' not in done.stdout  # the console exporter was not installed
 
 
 class _Collector(http.server.BaseHTTPRequestHandler):

@@ -111,7 +111,7 @@ def test_gauges_follow_the_runtime_to_idle_and_stop(busy: Captured) -> None:
 def test_model_calls_are_recorded_by_the_genai_histograms(busy: Captured) -> None:
     genai = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.system": "scripted",
+        "gen_ai.provider.name": "scripted",
         "gen_ai.request.model": "scripted",
     }
     (duration,) = busy.points("gen_ai.client.operation.duration", **genai)
@@ -124,7 +124,8 @@ def test_model_calls_are_recorded_by_the_genai_histograms(busy: Captured) -> Non
 
 
 def test_time_to_first_token_counts_from_the_request(busy: Captured) -> None:
-    (ttft,) = busy.points("agent_runtime.time_to_first_token", **{"gen_ai.system": "scripted"})
+    provider = {"gen_ai.provider.name": "scripted"}
+    (ttft,) = busy.points("agent_runtime.time_to_first_token", **provider)
     assert ttft["count"] == 2
     assert ttft["sum"] >= 2 * 0.05  # each scripted answer waits 50 ms before its first chunk
     assert busy.unit("agent_runtime.time_to_first_token") == "s"

@@ -1,7 +1,8 @@
 """The spans of runs, recorded by the SDK's in-memory exporter in a subprocess each scenario
-(the global provider can be set once per process): agent.run > agent.turn > gen_ai.chat /
-tool.execute, a delegated subagent's run under the tool span that started it (DESIGN.md 10),
-attribute names, error status, retries and aborts as span events, and no content."""
+(the global provider can be set once per process): `invoke_agent {role}` > agent.turn >
+`chat {model}` / `execute_tool {tool}` as the GenAI semantic conventions name them, a
+delegated subagent's run under the tool span that started it (DESIGN.md 10), attribute names,
+error status, retries and aborts as span events, and no content."""
 
 from __future__ import annotations
 
@@ -130,49 +131,60 @@ def events_named(span: dict[str, Any], name: str) -> list[dict[str, Any]]:
     return [e["attributes"] for e in span["events"] if e["name"] == name]
 
 
+CHAT = "chat scripted"  # `chat {model}`: every agent here runs a ScriptedModel
+
+
 def by_start(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(spans, key=lambda s: s["start"])
 
 
 def test_a_run_with_two_tool_calls_nests_turns_chats_and_tools(tree: Captured) -> None:
-    run = tree.one("agent.run", **{"agent.role": "top"})
+    run = tree.one("invoke_agent top")
     assert run["parent_id"] is None
     first, second = by_start(tree.children(run, "agent.turn"))
     assert [first["attributes"]["agent.turn"], second["attributes"]["agent.turn"]] == [1, 2]
-    assert len(tree.children(first, "gen_ai.chat")) == len(tree.children(second, "gen_ai.chat"))
-    assert len(tree.children(second, "gen_ai.chat")) == 1
-    tools = by_start(tree.children(first, "tool.execute"))
+    assert len(tree.children(first, CHAT)) == len(tree.children(second, CHAT))
+    assert len(tree.children(second, CHAT)) == 1
+    tools = by_start([s for s in tree.children(first) if s["name"].startswith("execute_tool ")])
+    assert [t["name"] for t in tools] == ["execute_tool lookup", "execute_tool delegate"]
     assert [t["attributes"]["gen_ai.tool.name"] for t in tools] == ["lookup", "delegate"]
-    assert tree.children(second, "tool.execute") == []
+    assert tree.children(second) == tree.children(second, CHAT)  # no tool
     assert run["attributes"]["agent.outcome"] == "completed" and run["status"] == "UNSET"
 
 
 def test_a_delegated_subagents_run_is_a_child_of_the_delegating_tool_span(
     tree: Captured,
 ) -> None:
-    tool_span = tree.one("tool.execute", **{"gen_ai.tool.name": "delegate"})
-    helper = tree.one("agent.run", **{"agent.role": "helper"})
+    tool_span = tree.one("execute_tool delegate")
+    helper = tree.one("invoke_agent helper")
     assert helper["parent_id"] == tool_span["span_id"]
     (turn,) = tree.children(helper, "agent.turn")
-    assert len(tree.children(turn, "gen_ai.chat")) == 1
+    assert len(tree.children(turn, CHAT)) == 1
     assert {s["trace_id"] for s in tree.spans} == {helper["trace_id"]}  # one trace
 
 
 def test_spans_carry_the_genai_and_agent_attribute_names(tree: Captured) -> None:
-    run = tree.one("agent.run", **{"agent.role": "top"})
+    run = tree.one("invoke_agent top")
     identity = {"agent.run_id", "agent.session", "agent.role", "agent.index"}
     assert identity | {"gen_ai.operation.name", "agent.outcome"} <= set(run["attributes"])
     assert run["attributes"]["gen_ai.operation.name"] == "invoke_agent"
-    chat = tree.children(tree.children(run, "agent.turn")[0], "gen_ai.chat")[0]
+    chat = tree.children(tree.children(run, "agent.turn")[0], CHAT)[0]
     assert {
         "gen_ai.operation.name": "chat",
-        "gen_ai.system": "scripted",
+        "gen_ai.provider.name": "scripted",
         "gen_ai.request.model": "scripted",
     }.items() <= chat["attributes"].items()
+    assert "gen_ai.system" not in chat["attributes"]  # deprecated by the conventions
+    assert {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "top",
+        "gen_ai.provider.name": "scripted",
+        "gen_ai.request.model": "scripted",
+    }.items() <= run["attributes"].items()
     usage = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
     assert all(chat["attributes"][name] > 0 for name in usage)
     assert chat["attributes"]["gen_ai.response.finish_reasons"] == ["tool_use"]
-    lookup = tree.one("tool.execute", **{"gen_ai.tool.name": "lookup"})
+    lookup = tree.one("execute_tool lookup")
     attrs = lookup["attributes"]
     assert {
         "gen_ai.operation.name": "execute_tool",
@@ -186,7 +198,7 @@ def test_spans_carry_the_genai_and_agent_attribute_names(tree: Captured) -> None
 
 
 def test_introspection_events_mark_the_loop_its_turns_and_tool_uses(tree: Captured) -> None:
-    run = tree.one("agent.run", **{"agent.role": "top"})
+    run = tree.one("invoke_agent top")
     assert event_names(run) == ["agent.loop.started", "agent.loop.ended"]
     (ended,) = events_named(run, "agent.loop.ended")
     assert ended["outcome"] == "completed"
@@ -196,7 +208,7 @@ def test_introspection_events_mark_the_loop_its_turns_and_tool_uses(tree: Captur
     (observed,) = events_named(first, "agent.turn.observed")
     assert (observed["turn"], observed["tool_calls"], observed["stop_reason"]) == (1, 2, "tool_use")
     assert events_named(second, "agent.turn.observed")[0]["stop_reason"] == "stop"
-    for tool_span in tree.children(first, "tool.execute"):
+    for tool_span in tree.named("execute_tool lookup") + tree.named("execute_tool delegate"):
         (use,) = events_named(tool_span, "tool.use.observed")
         assert use["gen_ai.tool.name"] == tool_span["attributes"]["gen_ai.tool.name"]
         assert use["outcome"] == "ok" and use["is_error"] is False
@@ -211,9 +223,9 @@ def test_no_span_carries_prompt_answer_or_tool_content(tree: Captured) -> None:
 def test_a_failed_model_call_is_an_error_span_and_its_retry_a_span_event(
     failures: Captured,
 ) -> None:
-    run = failures.one("agent.run", **{"agent.role": "flaky"})
+    run = failures.one("invoke_agent flaky")
     turn = by_start(failures.children(run, "agent.turn"))[0]
-    chats = by_start(failures.children(turn, "gen_ai.chat"))
+    chats = by_start(failures.children(turn, CHAT))
     assert [c["status"] for c in chats] == ["ERROR", "ERROR", "UNSET"]
     assert [c["attributes"].get("error.type") for c in chats] == [
         "rate_limited",
@@ -230,7 +242,7 @@ def test_a_failed_model_call_is_an_error_span_and_its_retry_a_span_event(
 
 
 def test_a_tool_error_sets_the_tool_spans_error_status(failures: Captured) -> None:
-    boom = failures.one("tool.execute", **{"gen_ai.tool.name": "boom"})
+    boom = failures.one("execute_tool boom")
     assert boom["status"] == "ERROR"
     assert boom["attributes"]["tool.outcome"] == "error"
     assert boom["attributes"]["error.type"] == "ValueError"  # the exception it raised
@@ -238,24 +250,24 @@ def test_a_tool_error_sets_the_tool_spans_error_status(failures: Captured) -> No
 
 
 def test_a_failed_run_has_error_status_and_type(failures: Captured) -> None:
-    run = failures.one("agent.run", **{"agent.role": "locked"})
+    run = failures.one("invoke_agent locked")
     assert run["status"] == "ERROR" and run["description"] == failures.facts["locked"]
     assert run["attributes"]["error.type"] == "authentication_failed"
     assert run["attributes"]["agent.outcome"] == "failed"
     (turn,) = failures.children(run, "agent.turn")
-    (chat,) = failures.children(turn, "gen_ai.chat")
+    (chat,) = failures.children(turn, CHAT)
     assert chat["status"] == "ERROR"
     assert chat["attributes"]["error.type"] == "authentication_failed"
     assert events_named(run, "agent.loop.ended")[0]["outcome"] == "failed"
 
 
 def test_an_abort_is_a_span_event_of_the_run_not_an_error(aborted: Captured) -> None:
-    run = aborted.one("agent.run")
+    run = aborted.one("invoke_agent stuck")
     assert events_named(run, "agent.aborted") == [{"reason": "user_abort"}]
     assert run["status"] == "UNSET" and run["attributes"]["agent.outcome"] == "canceled"
     ended = events_named(run, "agent.loop.ended")[0]
     assert (ended["outcome"], ended["reason"]) == ("canceled", "user_abort")
-    stuck = aborted.one("tool.execute", **{"gen_ai.tool.name": "stuck"})  # x2 never started
+    stuck = aborted.one("execute_tool stuck")  # x2 never started
     assert stuck["attributes"]["tool.outcome"] == "unknown"  # abandoned after abort_grace
     assert stuck["status"] == "UNSET"
     (calls,) = aborted.points("agent.tool_calls")

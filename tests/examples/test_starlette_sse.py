@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytest.importorskip("uvicorn", reason="needs uvicorn and starlette: pip install -e '.[dev]'")
-pytest.importorskip("starlette", reason="needs uvicorn and starlette: pip install -e '.[dev]'")
+pytest.importorskip("uvicorn", reason="needs uvicorn and starlette: pip install --group dev")
+pytest.importorskip("starlette", reason="needs uvicorn and starlette: pip install --group dev")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "starlette_sse.py"

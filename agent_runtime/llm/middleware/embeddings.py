@@ -131,7 +131,7 @@ class ObservableEmbeddingModel(EmbeddingMiddleware):
     """Wraps every call in an `embeddings {model}` CLIENT span and logs its outcome.
 
     Span attributes follow the OpenTelemetry GenAI conventions (`gen_ai.operation.name` =
-    `embeddings`, `gen_ai.system`, `gen_ai.provider.name`, `gen_ai.request.model`,
+    `embeddings`, `gen_ai.provider.name`, `gen_ai.request.model`,
     `gen_ai.embeddings.dimension.count`), plus `agent_runtime.embeddings.task` and
     `agent_runtime.embeddings.input_count`; failures set the span status to ERROR with
     `error.type`. The `gen_ai.client.operation.duration` histogram records every call. Texts
@@ -156,7 +156,6 @@ class ObservableEmbeddingModel(EmbeddingMiddleware):
         info = self.info
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": "embeddings",
-            "gen_ai.system": info.provider,
             "gen_ai.provider.name": info.provider,
             "gen_ai.request.model": info.model,
         }
@@ -171,7 +170,7 @@ class ObservableEmbeddingModel(EmbeddingMiddleware):
             },
         )
         started = time.monotonic()
-        metric_attrs = {k: attrs[k] for k in ("gen_ai.operation.name", "gen_ai.system")}
+        metric_attrs = {k: attrs[k] for k in ("gen_ai.operation.name", "gen_ai.provider.name")}
         metric_attrs["gen_ai.request.model"] = info.model
         try:
             vectors = await self.inner.embed(texts, task=task)

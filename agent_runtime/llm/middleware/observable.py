@@ -28,7 +28,7 @@ class ObservableModel(Middleware):
     """Wraps every call in a `chat {model}` CLIENT span and logs its outcome.
 
     Span attributes follow the OpenTelemetry GenAI semantic conventions
-    (`gen_ai.operation.name`, `gen_ai.system`, `gen_ai.request.model`,
+    (`gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`,
     `gen_ai.request.temperature`, `gen_ai.request.max_tokens`, `gen_ai.response.finish_reasons`,
     `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`); failures set the span status to
     ERROR with `error.type`. Metrics: `gen_ai.client.token.usage` and
@@ -57,7 +57,6 @@ class ObservableModel(Middleware):
         info = self.inner.info
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.system": info.provider,
             "gen_ai.provider.name": info.provider,
             "gen_ai.request.model": info.model,
         }
@@ -73,7 +72,7 @@ class ObservableModel(Middleware):
             f"chat {attrs['gen_ai.request.model']}", kind=SpanKind.CLIENT, attributes=attrs
         )
         fields: dict[str, Any] = {
-            "provider": attrs["gen_ai.system"],
+            "provider": attrs["gen_ai.provider.name"],
             "model": attrs["gen_ai.request.model"],
         }
         if self._content():
@@ -93,13 +92,14 @@ class ObservableModel(Middleware):
             span.set_attribute("gen_ai.response.id", response.request_id)
         span.end()
         metric_attrs = {
-            k: attrs[k] for k in ("gen_ai.operation.name", "gen_ai.system", "gen_ai.request.model")
+            k: attrs[k]
+            for k in ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model")
         }
         self._duration.record(elapsed, metric_attrs)
         self._tokens.record(usage.input_tokens, {**metric_attrs, "gen_ai.token.type": "input"})
         self._tokens.record(usage.output_tokens, {**metric_attrs, "gen_ai.token.type": "output"})
         fields: dict[str, Any] = {
-            "provider": attrs["gen_ai.system"],
+            "provider": attrs["gen_ai.provider.name"],
             "model": attrs["gen_ai.request.model"],
             "seconds": round(elapsed, 4),
             "input_tokens": usage.input_tokens,
@@ -120,7 +120,7 @@ class ObservableModel(Middleware):
         span.end()
         log.warning(
             "llm.call.failed",
-            provider=attrs["gen_ai.system"],
+            provider=attrs["gen_ai.provider.name"],
             model=attrs["gen_ai.request.model"],
             seconds=round(time.monotonic() - started, 4),
             error=kind,

@@ -58,7 +58,8 @@ def test_a_reported_failure_is_counted_and_a_span_event_and_the_run_goes_on() ->
     (event,) = events
     assert event["attributes"]["at"] == "tool_call"
     assert event["attributes"]["explanation"] == "the text matches the keyword 'search'"
-    assert captured.one("tool.execute")["attributes"]["gen_ai.tool.name"] == "search"  # it ran
+    tool_span = captured.one("execute_tool search")  # it ran
+    assert tool_span["attributes"]["gen_ai.tool.name"] == "search"
 
 
 @pytest.fixture

@@ -138,7 +138,7 @@ def test_each_call_gets_an_embeddings_span_and_a_duration(server: MockProviderSe
     assert span.name == "embeddings embed-m"
     attrs = dict(span.attributes or {})
     assert attrs["gen_ai.operation.name"] == "embeddings"
-    assert attrs["gen_ai.system"] == "openai_compatible"
+    assert attrs["gen_ai.provider.name"] == "openai_compatible"
     assert attrs["gen_ai.request.model"] == "embed-m"
     assert attrs["gen_ai.embeddings.dimension.count"] == 16
     assert attrs["agent_runtime.embeddings.input_count"] == 2

@@ -351,7 +351,7 @@ def test_each_call_gets_a_span_with_genai_attributes_and_token_metrics() -> None
     (span,) = exporter.get_finished_spans()
     assert span.name == "chat m1"
     attrs = dict(span.attributes or {})
-    assert attrs["gen_ai.system"] == "scripted"
+    assert attrs["gen_ai.provider.name"] == "scripted"
     assert attrs["gen_ai.request.model"] == "m1"
     assert attrs["gen_ai.usage.output_tokens"] > 0
     assert attrs["gen_ai.response.finish_reasons"] == ("stop",)

@@ -46,7 +46,7 @@ def unavailable() -> str | None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        return "psycopg 3 is not installed: pip install -e '.[dev]' (or '.[postgres]')"
+        return "psycopg 3 is not installed: pip install -e '.[postgres]'"
     if bin_dir() is None:
         return (
             "PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin or on PATH: "

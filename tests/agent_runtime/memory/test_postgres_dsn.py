@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("psycopg", reason="psycopg 3 is not installed: pip install -e '.[dev]'")
+pytest.importorskip("psycopg", reason="psycopg 3 is not installed: pip install -e '.[postgres]'")
 
 from psycopg.conninfo import conninfo_to_dict
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-pytest.importorskip("a2a", reason="needs a2a-sdk: pip install -e '.[dev]'")
+pytest.importorskip("a2a", reason="needs a2a-sdk: pip install --group dev")
 
 from a2a.server.context import ServerCallContext
 from a2a.types import Task, TaskState, TaskStatus

@@ -19,7 +19,7 @@ if not CHROMIUM.exists():
         allow_module_level=True,
     )
 sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="needs playwright: pip install -e '.[dev]'"
+    "playwright.sync_api", reason="needs playwright: pip install --group dev"
 )
 
 from agent_runtime.testing import wait_until  # noqa: E402

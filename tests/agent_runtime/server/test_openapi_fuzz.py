@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 schemathesis = pytest.importorskip(
-    "schemathesis", reason="needs schemathesis: pip install -e '.[dev]'"
+    "schemathesis", reason="needs schemathesis: pip install --group dev"
 )
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
