@@ -23,13 +23,13 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
+import structlog
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from agent_runtime.event_stream import StreamStats
 from agent_runtime.telemetry import meter
-from supervisors._log import get_logger
 
-log = get_logger(__name__)
+log = structlog.get_logger(__name__)
 
 
 class _Counts(Protocol):
@@ -71,8 +71,8 @@ def _live() -> list[Watched]:
 
 def subscription_stats(agent: Any) -> Iterator[StreamStats]:
     """The counters of `agent`'s open subscriptions (read without asking its actor: the
-    agent's shell holds them as an immutable tuple of weak references)."""
-    shell = getattr(agent, "_shell", None)
+    agent's cell holds them as an immutable tuple of weak references)."""
+    shell = getattr(agent, "_cell", None)
     for ref in getattr(shell, "subscriptions", ()):
         sub = ref()
         if sub is not None and not sub.closed:

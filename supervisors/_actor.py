@@ -177,7 +177,7 @@ class ReportsExit:
             raise
         except BaseException as exc:
             # Crash this actor alone; handing pykka a BaseException would stop every actor.
-            self._exit_abnormally(_crash(exc))
+            self._exit_abnormally(crash_reason(exc))
             raise _EscapedBaseException(repr(exc)) from exc
 
     def _handle_failure(
@@ -187,7 +187,7 @@ class ReportsExit:
         traceback: TracebackType | None,
     ) -> None:
         if exception_value is not None:
-            self._record_reason(_crash(exception_value))
+            self._record_reason(crash_reason(exception_value))
         super()._handle_failure(exception_type, exception_value, traceback)  # type: ignore[misc]
 
     def on_failure(
@@ -262,7 +262,8 @@ class _EscapedBaseException(Exception):
     """Carries a BaseException out of a handler as an ordinary exception."""
 
 
-def _crash(exc: BaseException) -> ExitReason:
+def crash_reason(exc: BaseException) -> ExitReason:
+    """The exit reason of an actor that crashed with `exc`."""
     cause = exc.__cause__ if isinstance(exc, _EscapedBaseException) else None
     original = cause if cause is not None else exc
     return ExitReason("crash", describe(original), original)

@@ -148,6 +148,26 @@ class LoopFuture(pykka.Future[T]):
         """True once a value or an exception was set."""
         return self._result is not None
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block the calling thread until the future is settled; False if `timeout` passed
+        first. Unlike `get()` it works on a thread that runs an event loop: for a short wait
+        there on a future that another loop settles (never call it on the loop that is to
+        settle it: that loop would stop)."""
+        if self._result is not None or self._get_hook is not None:
+            return True
+        return self._done.wait(timeout)
+
+    def add_done_callback(self, fn: collections.abc.Callable[[LoopFuture[T]], None]) -> None:
+        """Call `fn(self)` once the future is settled: at once if it is, else on the thread
+        that settles it. An exception `fn` raises propagates to that thread."""
+        with _waiters_lock:
+            if self._result is None:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(lambda: fn(self))
+                return
+        fn(self)
+
     def __await__(self) -> Generator[Any, None, T]:
         if self._result is None and self._get_hook is None:
             loop = asyncio.get_running_loop()
@@ -201,9 +221,30 @@ class _LoopInbox:
 
     def put(self, envelope: Envelope[Any], /) -> None:
         self._queue.append(envelope)
-        if not self._scheduled and self._actor is not None:
+        if self._actor is None:  # the actor finished: it can never handle this
+            self.reject_all()
+        elif not self._scheduled:
             self._scheduled = True
             self._schedule()
+
+    def reject_all(self) -> None:
+        """Fail every message left with ActorDeadError (its actor will never handle it)."""
+        queue = self._queue
+        while True:
+            try:
+                envelope = queue.popleft()
+            except IndexError:
+                return
+            reply = envelope.reply_to
+            if reply is None:
+                continue
+            if isinstance(envelope.message, pykka_messages._ActorStop):
+                reply.set(None)
+                continue
+            try:
+                raise pykka.ActorDeadError("the actor stopped before handling the message")
+            except pykka.ActorDeadError:
+                reply.set_exception()
 
     def _schedule(self) -> None:
         loop = self._loop
@@ -451,26 +492,18 @@ class AsyncioActor(ReportsExit, pykka.Actor):
             return
         self._finished = True
         self._initialized.set()
-        self._actor_loop_teardown()
         inbox = self.actor_inbox
         assert isinstance(inbox, _LoopInbox)
-        inbox.unbind()  # late puts go nowhere (tell checks is_alive first)
+        # Unbound first: a message put from now on is failed by its `put`, one put before
+        # by the teardown (a reply is never left waiting for an actor that is gone).
+        inbox.unbind()
+        self._actor_loop_teardown()
         self._run_on_exit(self._fire_exit())
 
     def _actor_loop_teardown(self) -> None:
         inbox = self.actor_inbox
-        while not inbox.empty():
-            envelope = inbox.get()
-            reply = envelope.reply_to
-            if reply is None:
-                continue
-            if isinstance(envelope.message, pykka_messages._ActorStop):
-                reply.set(None)
-            else:
-                try:
-                    raise pykka.ActorDeadError(f"{self.actor_ref} stopped before handling it")
-                except pykka.ActorDeadError:
-                    reply.set_exception()
+        assert isinstance(inbox, _LoopInbox)
+        inbox.reject_all()
 
     def _loop_gone(self) -> None:
         """The loop was closed: this actor can never handle another message."""
@@ -479,13 +512,9 @@ class AsyncioActor(ReportsExit, pykka.Actor):
             self._finished = True
             self._initialized.set()
             inbox = self.actor_inbox
-            while not inbox.empty():
-                envelope = inbox.get()
-                if envelope.reply_to is not None:
-                    try:
-                        raise pykka.ActorDeadError(f"{self.actor_ref}: its event loop is closed")
-                    except pykka.ActorDeadError:
-                        envelope.reply_to.set_exception()
+            assert isinstance(inbox, _LoopInbox)
+            inbox.unbind()
+            inbox.reject_all()
 
     def _wake(self) -> None:
         if not self._finished:

@@ -110,15 +110,19 @@ class LoopTasks:
             TypeError, RuntimeError: as `submit`.
         """
         _check_coroutine(coro, "spawn")
+        on_loop = asyncio._get_running_loop() is self.loop
         with self._lock:
             self._refuse_if_closed_locked(coro)
             spawn_id = next(self._spawn_ids)
-            try:  # under the lock, as `submit`: a stop's cancellation comes after it
-                self.loop.call_soon_threadsafe(self._start_spawned, coro, spawn_id)
-            except BaseException:  # the loop was closed meanwhile
-                coro.close()
-                raise
+            if not on_loop:
+                try:  # under the lock, as `submit`: a stop's cancellation comes after it
+                    self.loop.call_soon_threadsafe(self._start_spawned, coro, spawn_id)
+                except BaseException:  # the loop was closed meanwhile
+                    coro.close()
+                    raise
             self._spawned[spawn_id] = ended
+        if on_loop:  # the task is made now: no thread-safe hop (a stop runs on this thread)
+            self._start_spawned(coro, spawn_id)
 
     def _refuse_if_closed_locked(self, coro: Coroutine[Any, Any, Any]) -> None:
         """After a stop or the loop's death: close `coro` (it never runs, never warns) and

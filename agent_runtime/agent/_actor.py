@@ -1,90 +1,102 @@
-"""AgentActor: the pykka actor that owns one agent's state and changes it only by messages."""
+"""AgentActor: the actor that owns one agent's state, on its runtime's event loop.
+
+It has no thread of its own (an `AsyncioActor`): its messages are handled one at a time by
+the loop that also runs its runs. Every operation is one frozen message class of
+`_protocol`, dispatched by type.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import math
-import threading
-import time
-import weakref
+import functools
 from collections import deque
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import pykka
 
 from agent_runtime._errors import AgentBusy, AgentRuntimeError, AgentStopped, CannotContinue
-from agent_runtime._key import AgentKey
-from agent_runtime._run_ids import new_run_id
+from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._history import repaired
-from agent_runtime.agent._launch import launch_run
-from agent_runtime.agent._messages import Call, Fact, answer
-from agent_runtime.agent._run import Queued, ReservedRun, RunInbox, RunView, take_all
+from agent_runtime.agent._protocol import (
+    Abort,
+    Committed,
+    FollowUp,
+    GetState,
+    HistoryLoaded,
+    IdleWait,
+    MergeSession,
+    PromptRendered,
+    PruneSubscriptions,
+    Queued,
+    Requeue,
+    Reset,
+    RunBroke,
+    RunEnded,
+    SetMode,
+    SetModel,
+    SetSystemPrompt,
+    SetTools,
+    StartRun,
+    Steer,
+    Subscribe,
+    TakeFollowUps,
+    TakeSteering,
+    ToolEnded,
+    ToolStarted,
+    Unsubscribe,
+)
+from agent_runtime.agent._run import AgentRun
 from agent_runtime.agent._session_sync import SessionMirror
-from agent_runtime.agent._shell import AgentShell
+from agent_runtime.agent._settings import loop_config
 from agent_runtime.agent._status import ActorStatus
+from agent_runtime.agent._storage import read_history
 from agent_runtime.config import QueueMode
-from agent_runtime.event_stream import Subscription
-from agent_runtime.events import AgentEnd, Error, Event
+from agent_runtime.events import Error
 from agent_runtime.llm.base import ChatModel
-from agent_runtime.loop import AgentContext, TranscriptState
-from agent_runtime.memory import window
+from agent_runtime.loop import TranscriptState
 from agent_runtime.messages import AssistantMessage, Message
-from agent_runtime.templates import PromptTemplates, Template, TemplateError
+from agent_runtime.templates import Template
 from agent_runtime.tools import Tool, merge_tools
-from supervisors import SupervisedActor
+from supervisors import AsyncioActor, ExitReason, monitor
+from supervisors._actor import crash_reason
 
-# How long a restarted agent waits for its session's pending appends before reading it.
-RESTART_FLUSH = 10.0
-MERGE_FLUSH = 2.0  # seconds a run start waits for its own writes after a compaction
-
-# Test hook: called with (agent key, what, thread id) after every message that may change an
-# agent's state, on the thread that changed it; an exception it raises crashes that actor.
-mutation_hook: Callable[[AgentKey, str, int], None] | None = None
+Handler = Callable[["AgentActor", Any], Any]
 
 
-@dataclass
-class ActiveRun:
-    """The actor's record of its running run."""
-
-    view: RunView
-    pending_tool_calls: dict[str, None] = field(default_factory=dict)
-
-
-class AgentActor(SupervisedActor):
-    """The agent's state, owned by this actor's thread: history, queues, modes, system prompt,
-    model, tools, the running run and the subscriptions.
+class AgentActor(AsyncioActor):
+    """The agent's state: history, queues, modes, system prompt, model, tools, its run and
+    its subscriptions; changed only by the messages of `_protocol`, on the agent's loop.
 
     Guarantees:
-    - Only this actor's thread changes the state; every `Agent` call is a message (`Call`),
-      every committed fact of a run (message ended, tool started or ended, the run's end) is a
-      message (`Fact`) from its driver on the event loop, a fixed few per turn.
-    - No handler waits on the event loop or on another agent: runs are submitted, never awaited.
-    - An exception a handler does not expect (anything but the `AgentRuntimeError`s it raises
-      on purpose, which go back to the caller) is returned to the caller and crashes the actor:
-      the supervisor sees an abnormal exit with that reason, the registry entry goes, and the
-      run it had is ended with `Error("agent_crashed: ...")`. A run that fails to start is
-      undone first, so nothing waits for its end (a subscription closes with the agent). A
-      start reserved with the idle agent's ticket (`AgentShell.reserve_start`) was not waited
-      for: its failure reaches the caller as the run's outcome and as
-      `Canceled("not_started: ...")` to its subscribers.
-    - On start the history is the session's (within the memory policy's window; empty when the
-      policy does not read), with calls left unpaired answered `outcome="unknown"`. At each
-      run's start, what the session's other agents committed since is merged in, in commit
-      order (`SessionMirror`); the agent's own messages are never doubled.
+    - No handler does storage I/O or waits: a run's storage work is done by the run, off the
+      loop; a restarted incarnation reads its history on the session writer's threads and
+      takes calls once it has it (callers wait for it as for a restart).
+    - An `AgentRuntimeError` a handler raises (busy, stopped, cannot continue) goes back to
+      the caller; any other exception is returned to the caller and crashes the actor: the
+      supervisor sees an abnormal exit with that reason, and the run it had ends with
+      `Error("agent_crashed: ...")`.
+    - A run ends only when the actor, asked for follow-ups (`TakeFollowUps`), hands it none:
+      a follow-up that arrives after that waits in the queue for the next prompt, and no
+      run starts that nobody prompted.
+    - The history a run starts from is an immutable snapshot; what the run commits comes
+      back by message (`Committed`, `RunEnded`), in order.
     """
 
-    def __init__(self, shell: AgentShell) -> None:
+    use_actor_registry: ClassVar[bool] = False  # pykka's registry is a list behind a lock
+
+    def __init__(self, cell: AgentCell) -> None:
         super().__init__()
-        self.shell = shell
-        self.key = shell.key
-        self.host = shell.host
-        options = shell.options
-        self.system_prompt = options.system_prompt
+        self.cell = cell
+        self.key = cell.key
+        self.host = cell.host
+        options = cell.options
+        self.system_prompt: str | Template = options.system_prompt
+        self.rendered_prompt = (
+            options.system_prompt if isinstance(options.system_prompt, str) else ""
+        )
         self.model: ChatModel = options.model
-        self.tools: list[Tool] = list(options.tools)
+        self.tools: tuple[Tool, ...] = tuple(options.tools)
         self.steering_mode: QueueMode = options.steering_mode
         self.follow_up_mode: QueueMode = options.follow_up_mode
         self.messages: list[Message] = []
@@ -92,425 +104,333 @@ class AgentActor(SupervisedActor):
         self.steering: deque[Queued] = deque()
         self.follow_ups: deque[Queued] = deque()
         self.error: str | None = None
-        self.run: ActiveRun | None = None
-        self.ended_ok_at = -math.inf  # when the last run ended with AgentEnd
+        self.run: AgentRun | None = None
+        self.pending_tool_calls: dict[str, None] = {}
         self.mirror: SessionMirror | None = None  # with a policy that reads the session
-        self.log = shell.log
+        self.forget_session = False  # a reset: the next merge starts over from the store
+        self.ready = False  # the history is in: calls are taken
+        self.log = cell.log
 
-    # -- lifecycle (the actor's thread) -----------------------------------------------------------
+    # -- lifecycle (on the loop) ------------------------------------------------------------------
 
     def on_start(self) -> None:
-        self._owned = True  # from here on, only this thread changes the state
-        shell = self.shell
-        self.messages = self._remembered(restarted=shell.ref is not None)
-        self.transcript.feed(self.messages)
-        shell.attach(self.actor_ref)
+        cell = self.cell
+        ref = self.actor_ref
+        monitor(ref, functools.partial(_exited, cell, self))
         self.host.registry.register(
             self.key,
-            shell.handle,
-            ref=self.actor_ref,
-            metadata={"model": self.model.info.model, "restart": shell.options.restart},
+            cell.handle,
+            ref=ref,
+            metadata={"model": self.model.info.model, "restart": cell.options.restart},
         )
+        preloaded, cell.preloaded = cell.preloaded, None
+        if preloaded is not None:
+            self._history_in(*preloaded)
+            return
+        # A restart: the history is read on the session writer's threads, after what the
+        # crashed incarnation's runs handed to it (the session's order), then told here.
+        writer = self.host.memory_writer
+        read = functools.partial(
+            read_history, writer.memory, self.key, cell.options.memory, "agent_restarted"
+        )
+        try:
+            future = writer.submit(self.key.session, read)
+        except RuntimeError:  # the writer is closed: the runtime is stopping
+            self._history_in((), 0)
+            return
+
+        def loaded(done: Any) -> None:
+            try:
+                messages, sequence = done.result()
+            except Exception as exc:
+                self.log.warning("agent.restart.read_failed", error=f"{type(exc).__name__}: {exc}")
+                messages, sequence = (), 0
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(HistoryLoaded(tuple(messages), sequence))
+
+        future.add_done_callback(loaded)
+
+    def _history_in(self, messages: tuple[Message, ...], sequence: int) -> None:
+        self.messages = list(messages)
+        self.transcript.feed(self.messages)
+        if self.cell.options.memory.read:
+            self.mirror = SessionMirror(sequence)
+        self.ready = True
         self._publish_status()
-        self._offer_start()
+        self.cell.attach(self)
 
     def on_stop(self) -> None:
-        self.shell.withdraw_start()
         if self.run is not None:
-            self.run.view.signal.abort("agent_stopped")
+            self.run.signal.abort("agent_stopped")
 
-    def _remembered(self, *, restarted: bool) -> list[Message]:
-        policy = self.shell.options.memory
-        if not policy.read:
-            return []
-        if restarted and not self.host.memory_writer.flush(RESTART_FLUSH, session=self.key.session):
-            # read what the previous incarnation's runs committed, as far as it got
-            self.log.warning("agent.restart.memory_pending", timeout=RESTART_FLUSH)
-        history = self.host.memory.history(self.key.session)
-        self.mirror = SessionMirror(history.sequence)
-        messages = window(history.messages, policy.last_n, policy.max_bytes)
-        return repaired(messages, "agent_restarted")
-
-    def _merge_session(self) -> None:
-        """Bring the history up to the session's: what other agents committed since this
-        agent last looked is merged in, in commit order (a compaction replaces it all)."""
-        mirror = self.mirror
-        if mirror is None:
-            return
-        try:
-            changes = self.host.memory.changes(self.key.session, mirror.sequence)
-        except Exception as exc:  # the store failed: run on the agent's own history
-            self.log.warning("agent.memory.read_failed", error=f"{type(exc).__name__}: {exc}")
-            return
-        stored = False
-        if changes.replaced and mirror.own_pending and self.shell.options.memory.write:
-            # A compaction: which of this agent's messages did it take in? Let the writes
-            # land first (rare: compactions are), then read again.
-            session = self.key.session
-            stored = self.host.memory_writer.flush(MERGE_FLUSH, session=session)
-            if stored:
-                changes = self.host.memory.changes(session, mirror.sequence)
-        merged = mirror.merge(
-            self.messages, changes, self.shell.options.memory, own_all_stored=stored
-        )
-        if merged is not None:
-            self.messages = repaired(merged, "merged")
-            self.transcript = TranscriptState()
-            self.transcript.feed(self.messages)
+    # -- dispatch ---------------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
-        if isinstance(message, Fact):
-            getattr(self, f"_fact_{message.name}")(*message.args)
-            self._mutated(message.name)
-        elif isinstance(message, Call):
-            self._answer(message)
-        else:
+        handler = _HANDLERS.get(type(message))
+        if handler is None:
             return super().on_receive(message)
-        self._offer_start()
-        return None
-
-    def _answer(self, call: Call) -> None:
-        reply = call.reply
         try:
-            result = getattr(self, f"_on_{call.name}")(*call.args)
-            self._mutated(call.name)
-        except AgentRuntimeError as exc:
-            answer(reply, exception=exc)
-            return
-        except BaseException as exc:
-            answer(reply, exception=exc)
-            raise  # escapes the handler: the actor crashes with this reason
-        answer(reply, result=result)
+            return handler(self, message)
+        except AgentRuntimeError:
+            raise  # the caller's: the agent goes on
+        except BaseException as exc:  # a bug: returned to the caller, and the actor crashes
+            self._record_reason(crash_reason(exc))
+            self.stop_now()
+            raise
 
-    def _offer_start(self) -> None:
-        """Offer the start ticket while idle, when a prompt's start can fail only by a race (a
-        system prompt that is a Template renders per run, and may fail: no ticket then).
-
-        While a run is in progress the actor offers none, and leaves alone the one its
-        driver offers with the run's end (`offer_start_after`): on a busy machine this
-        actor may still be finishing the run's start when the run has already ended."""
-        if not isinstance(self.system_prompt, str):
-            self.shell.withdraw_start()
-        elif self.run is None:
-            self.shell.offer_start(self.actor_ref)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # Once started, every assignment to the state goes through the test hook.
-        if mutation_hook is not None and self.__dict__.get("_owned"):
-            mutation_hook(self.key, name, threading.get_ident())
-        super().__setattr__(name, value)
-
-    def _mutated(self, what: str) -> None:
-        hook = mutation_hook
-        if hook is not None:
-            hook(self.key, what, threading.get_ident())
+    def _check_alive(self) -> None:
+        if self.cell.stopped:
+            raise AgentStopped(self.key)
 
     # -- runs -------------------------------------------------------------------------------------
 
-    def _on_start_run(
-        self, prompts: list[Message] | None, trace_links: Sequence[Any], output: Any = None
-    ) -> RunView:
-        return self._start_run(prompts, None, trace_links, output)
-
-    def _on_start_reserved(
-        self,
-        reservation: ReservedRun,
-        prompts: list[Message],
-        trace_links: Sequence[Any],
-        output: Any,
-    ) -> str:
-        """The start of a caller that holds the ticket (`AgentShell.reserve_start`): it did not
-        wait for this answer; a start that fails here (a race with the agent's stop) fails
-        the call's reply, and the caller ends the run's stream."""
+    def _on_start_run(self, msg: StartRun) -> str:
         try:
-            return self._start_run(prompts, None, trace_links, output, reservation).run_id
-        finally:  # after the run counts as started: the agent never looks idle in between
-            self.shell.reservation_arrived(reservation.run_id)
+            return self._start_run(msg)
+        except BaseException as exc:
+            if not msg.outcome.settled:
+                msg.outcome.set_exception((type(exc), exc, exc.__traceback__))
+            raise
 
-    def _start_run(
-        self,
-        prompts: list[Message] | None,
-        system_prompt: str | None,
-        trace_links: Sequence[Any],
-        output: Any = None,
-        reservation: ReservedRun | None = None,
-    ) -> RunView:
-        if self.shell.stopped or self.host.stopping:
+    def _start_run(self, msg: StartRun) -> str:
+        cell = self.cell
+        if cell.stopped or self.host.stopping:
             raise AgentStopped(self.key)
         if self.run is not None:
-            raise AgentBusy(self.key, self.run.view.run_id)
-        reserved = self.shell.withdraw_start()
-        if reserved is not None and (reservation is None or reserved != reservation.run_id):
-            raise AgentBusy(self.key, reserved)  # a caller's reserved start goes first
-        # A Template is rendered here, per run, so an update applies without a restart; a
-        # missing template or parameter fails the start before anything changes.
-        prompt = system_prompt if system_prompt is not None else self._render(self.system_prompt)
-        self._merge_session()
+            raise AgentBusy(self.key, self.run.run_id)
+        prompts = msg.prompts
         if prompts is None:
             if not self.messages:
                 raise CannotContinue("Cannot continue: no messages in history")
             if isinstance(self.messages[-1], AssistantMessage):
                 raise CannotContinue("Cannot continue from message role: assistant")
-        tools = merge_tools(self.tools, self.shell.options.tool_registry)
-        signal = self.host.abort_table.new()
-        inbox = RunInbox(
-            prompt,
-            self.steering_mode,
-            self.follow_up_mode,
-            take_all(self.steering),
-            take_all(self.follow_ups),
+        options = cell.options
+        model = self.host.model_for_run(self.key, self.model)  # Runtime.override_model
+        config = loop_config(cell, model, msg.run_id, msg.trace_links, msg.output)
+        run = AgentRun(
+            cell,
+            self,
+            msg.run_id,
+            self.host.abort_table.new(),
+            msg.outcome,
+            prompts,
+            tuple(self.messages),
+            self.transcript.copy(),
+            self.system_prompt,
+            merge_tools(list(self.tools), options.tool_registry),
+            config,
+            self.mirror.sequence if self.mirror is not None else None,
         )
-        if reservation is None:
-            view = RunView(new_run_id(), signal, inbox)
-        else:
-            view = RunView(reservation.run_id, signal, inbox, reservation.outcome)
-        if not self.shell.run_started(view):  # the agent ended since the check above
-            self._unstart(view)
-            raise AgentStopped(self.key)
-        # Built from values validated where they entered (start_agent, set_*, the loop's own
-        # messages): not validated again, so a run's start does not grow with the history.
-        context = AgentContext.model_construct(
-            system_prompt=inbox.system_prompt,
-            # Lent, not copied: this actor only appends to its list (the run's own messages,
-            # as their facts come) or replaces it (merge, reset), so the run's prefix stays.
-            messages=self.messages,
-            tools=tools,
-            transcript=self.transcript.copy(),  # the run takes it over
-        ).lend_history()
+        cell.run_started(run)
         try:
-            launch_run(
-                self.shell, self.actor_ref, view, prompts, context, self.model, trace_links, output
-            )
+            self.host.loop_tasks.spawn(run.drive(), run.done)
         except RuntimeError as exc:  # the event loop is gone (the runtime stopped)
-            self._unstart(view)
+            cell.run_abandoned(run)
             raise AgentStopped(self.key) from exc
-        except BaseException:
-            self._unstart(view)  # no end of this run is awaited, then the actor crashes
-            raise
-        if reservation is not None:  # its driver ends it now, whatever befalls this actor
-            reservation.started = True
-        self.run = ActiveRun(view)
+        self.run = run
+        self.pending_tool_calls = {}
         self.error = None
-        self.ended_ok_at = -math.inf
         self._publish_status()
-        self.log.debug("agent.run.started", run_id=view.run_id, continued=prompts is None)
-        return view
+        self.log.debug("agent.run.started", run_id=msg.run_id, continued=prompts is None)
+        return msg.run_id
 
-    def _unstart(self, view: RunView) -> None:
-        """Undo the start of a run that will not run: its queued messages go back to the
-        agent's queues, its signal is released."""
-        inbox = view.inbox
-        self.steering.extendleft(reversed(take_all(inbox.steering)))
-        self.follow_ups.extendleft(reversed(take_all(inbox.follow_ups)))
-        view.signal.abort("not_started")
-        if self.shell.run_delivered(view):
-            self.shell.close_subscriptions()
-        self.host.abort_table.release(view.signal)
-
-    def _current(self, run_id: str) -> ActiveRun | None:
+    def _current(self, run_id: str) -> AgentRun | None:
         run = self.run
-        return run if run is not None and run.view.run_id == run_id else None
+        return run if run is not None and run.run_id == run_id else None
 
-    def _fact_facts(self, run_id: str, facts: list[tuple[str, tuple[Any, ...]]]) -> None:
-        """Facts of run `run_id`, in the order they happened."""
-        for name, args in facts:
-            getattr(self, f"_fact_{name}")(run_id, *args)
-            self._mutated(name)
-        self._publish_status()  # once per batch: a few per turn, none per token
+    def _on_merge_session(
+        self, msg: MergeSession
+    ) -> tuple[tuple[Message, ...], TranscriptState] | None:
+        """What the session's other agents committed since, merged into the history the run
+        starts from (in commit order); None when the history stays as it is."""
+        mirror = self.mirror
+        if mirror is None or self._current(msg.run_id) is None:
+            return None
+        changes = msg.changes
+        if self.forget_session:  # a reset: what the session held until now stays out
+            self.forget_session = False
+            mirror.forget(changes.sequence)
+            return None
+        # Read in the session's order on its writer, after every batch this agent handed it
+        # before: its own messages are all stored (a compaction took in what it took in).
+        merged = mirror.merge(self.messages, changes, self.cell.options.memory, own_all_stored=True)
+        if merged is None:
+            return None
+        self.messages = repaired(merged, "merged")
+        self.transcript = TranscriptState()
+        self.transcript.feed(self.messages)
+        return tuple(self.messages), self.transcript.copy()
 
-    def _fact_message_committed(self, run_id: str, message: Message) -> None:
-        if self._current(run_id) is not None:
-            self.messages.append(message)
-            self.transcript.feed((message,))
-            if self.mirror is not None:
-                self.mirror.committed((message,))
+    def _on_committed(self, msg: Committed) -> None:
+        if self._current(msg.run_id) is not None:
+            self._append(msg.messages)
 
-    def _fact_tool_started(self, run_id: str, call_id: str) -> None:
-        run = self._current(run_id)
-        if run is not None:
-            run.pending_tool_calls[call_id] = None
-
-    def _fact_tool_ended(self, run_id: str, call_id: str) -> None:
-        run = self._current(run_id)
-        if run is not None:
-            run.pending_tool_calls.pop(call_id, None)
-
-    def _fact_requeue(self, run_id: str, kind: str, messages: list[Message]) -> None:
-        run = self._current(run_id)
-        if run is not None:
-            inbox = run.view.inbox
-            queued = inbox.returned(messages)
-            queue = inbox.steering if kind == "steering" else inbox.follow_ups
-        else:
-            queued = [Queued(m) for m in messages]
-            queue = self.steering if kind == "steering" else self.follow_ups
-        queue.extendleft(reversed(queued))
-
-    def _fact_run_ended(self, run_id: str, terminal: Event, dangling: list[Message]) -> None:
-        run = self._current(run_id)
-        if run is None:
-            return
-        view = run.view
-        self.shell.end_handled(view)
-        self.messages.extend(dangling)
-        self.transcript.feed(dangling)
+    def _append(self, messages: tuple[Message, ...]) -> None:
+        self.messages.extend(messages)
+        self.transcript.feed(messages)
         if self.mirror is not None:
-            self.mirror.committed(dangling)
-        if isinstance(terminal, Error):
-            self.error = terminal.reason
-        self.steering.extend(take_all(view.inbox.steering))
-        self.follow_ups.extend(take_all(view.inbox.follow_ups))
-        self.run = None
-        answer(view.ended, result=terminal)  # unless the driver was first (the actor may lag)
-        if isinstance(terminal, AgentEnd):
-            self.ended_ok_at = time.monotonic()
-            if view.inbox.ending and self.follow_ups:
-                self._start_follow_up()
+            self.mirror.committed(messages)
 
-    def _fact_driver_failed(self, reason: str) -> None:
-        raise RuntimeError(f"the run driver failed: {reason}")
+    def _on_tool_started(self, msg: ToolStarted) -> None:
+        if self._current(msg.run_id) is not None:
+            self.pending_tool_calls[msg.call_id] = None
 
-    def _start_follow_up(self) -> None:
-        """Start a run with queued follow-ups (after a run that ended with AgentEnd)."""
-        if self.shell.stopped or self.host.stopping:
+    def _on_tool_ended(self, msg: ToolEnded) -> None:
+        if self._current(msg.run_id) is not None:
+            self.pending_tool_calls.pop(msg.call_id, None)
+
+    def _on_take_steering(self, msg: TakeSteering) -> list[Queued]:
+        if self._current(msg.run_id) is None:
+            return []
+        return self._take(self.steering, self.steering_mode)
+
+    def _on_take_follow_ups(self, msg: TakeFollowUps) -> list[Queued]:
+        run = self._current(msg.run_id)
+        if run is None:
+            return []
+        taken = self._take(self.follow_ups, self.follow_up_mode)
+        if not taken:  # the run ends: what comes from now on waits for the next prompt
+            run.ending = True
+        return taken
+
+    def _take(self, queue: deque[Queued], mode: QueueMode) -> list[Queued]:
+        if not queue:
+            return []
+        if mode == "all":
+            taken = list(queue)
+            queue.clear()
+        else:
+            taken = [queue.popleft()]
+        self._publish_status()
+        return taken
+
+    def _on_requeue(self, msg: Requeue) -> None:
+        queue = self.steering if msg.kind == "steering" else self.follow_ups
+        queue.extendleft(reversed(msg.messages))
+        self._publish_status()
+
+    def _on_run_ended(self, msg: RunEnded) -> None:
+        if self._current(msg.run_id) is None:
             return
-        if self.shell.withdraw_start() is not None:
-            return  # a caller's reserved start comes first; its run takes the follow-ups
-        taken = [self.follow_ups.popleft()]
-        if self.follow_up_mode == "all":
-            taken += take_all(self.follow_ups)
-        prompts = [q.message for q in taken]
-        system_prompt = next((q.system_prompt for q in reversed(taken) if q.system_prompt), None)
-        try:
-            self._start_run(prompts, system_prompt, ())
-        except AgentStopped:
-            self.follow_ups.extendleft(reversed(taken))
-        except TemplateError as exc:  # kept for the next run, once the template is fixed
-            self.follow_ups.extendleft(reversed(taken))
-            self.error = str(exc)
-            self.log.warning("agent.follow_up.template_failed", error=str(exc))
-            self._publish_status()
+        self._append(msg.dangling)
+        if isinstance(msg.terminal, Error):
+            self.error = msg.terminal.reason
+        self.run = None
+        self.pending_tool_calls = {}
+        self._publish_status()
 
-    def _render(self, prompt: str | Template) -> str:
-        """The system prompt's text: `prompt`, or the rendered template (TemplateError)."""
-        if isinstance(prompt, str):
-            return prompt
-        return PromptTemplates.of(self.host.memory).render(prompt)
+    def _on_run_broke(self, msg: RunBroke) -> None:
+        raise RuntimeError(f"the agent's run failed: {msg.reason}")
+
+    def _on_history_loaded(self, msg: HistoryLoaded) -> None:
+        if not self.ready:
+            self._history_in(msg.messages, msg.sequence)
 
     # -- queues -----------------------------------------------------------------------------------
 
-    def _on_steer(self, queued: Queued) -> None:
+    def _on_steer(self, msg: Steer) -> None:
         self._check_alive()
-        (self.run.view.inbox.steering if self.run else self.steering).append(queued)
+        self.steering.append(msg.queued)
+        self._publish_status()
 
-    def _on_follow_up(self, queued: Queued) -> None:
-        """Queue a follow-up; one that lands within `follow_up_poll` after a run that ended with
-        `AgentEnd` starts a run of its own."""
+    def _on_follow_up(self, msg: FollowUp) -> None:
+        """Queue a follow-up: the running run takes it before it ends; an idle agent keeps it
+        for the run the next prompt starts."""
         self._check_alive()
-        if self.run is not None:
-            self.shell.queue_follow_up(self.run.view.inbox, queued)
-            return
-        self.follow_ups.append(queued)
-        if time.monotonic() - self.ended_ok_at <= self.shell.options.follow_up_poll:
-            self._start_follow_up()
+        self.follow_ups.append(msg.queued)
+        self._publish_status()
 
-    def _on_abort(self, reason: str, run_id: str | None = None) -> bool:
+    def _on_abort(self, msg: Abort) -> bool:
         run = self.run
-        if run is None or (run_id is not None and run.view.run_id != run_id):
+        if run is None or (msg.run_id is not None and run.run_id != msg.run_id):
             return False
-        run.view.signal.abort(reason)
-        for child in self.shell.children():
-            if child.handle is not None and not child.stopped:
-                # A child that ended meanwhile has nothing to abort: the others still hear it.
-                with contextlib.suppress(AgentStopped):
-                    child.handle._tell("abort", f"parent_aborted: {reason}")
+        run.signal.abort(msg.reason)
+        for child in list(self.cell.children):
+            actor = child.actor
+            if actor is not None and not child.stopped:  # a child that ended has no run
+                with contextlib.suppress(pykka.ActorDeadError):
+                    actor.actor_ref.tell(Abort(f"parent_aborted: {msg.reason}"))
         return True
 
-    def _on_reset(self) -> bool:
+    def _on_reset(self, _msg: Reset) -> bool:
         """Clear history, queues and error if no run is in progress (False otherwise)."""
         self._check_alive()
         if self.run is not None:
             return False
         self.messages = []
         self.transcript = TranscriptState()
-        if self.mirror is not None:  # what the session held until now stays out
-            self.host.memory_writer.flush(RESTART_FLUSH, session=self.key.session)
-            mirror = self.mirror
-            mirror.forget(self.host.memory.changes(self.key.session, mirror.sequence).sequence)
+        self.forget_session = self.mirror is not None
         self.steering.clear()
         self.follow_ups.clear()
         self.error = None
         self._publish_status()
         return True
 
-    def _on_idle_future(self) -> Future[Event] | None:
-        """The running run's `ended` future (set before its outcome), or None when idle."""
-        run = self.run
-        return None if run is None else run.view.ended
+    def _on_idle_wait(self, _msg: IdleWait) -> tuple[Any, ...]:
+        """The outcome of the run whose end is still to be delivered (the newest), in a tuple
+        (a handler's answer must not be an awaitable); empty when there is none."""
+        run = self.run or self.cell.undelivered()
+        return () if run is None else (run.outcome,)
 
     # -- settings ---------------------------------------------------------------------------------
 
-    def _on_set_system_prompt(self, prompt: str | Template) -> None:
+    def _on_set_system_prompt(self, msg: SetSystemPrompt) -> None:
         self._check_alive()
-        if self.run is not None:  # a Template that fails to render changes nothing
-            self.run.view.inbox.system_prompt = self._render(prompt)
-        self.system_prompt = prompt
-        self._keep(system_prompt=prompt)
-        if not isinstance(prompt, str):  # before the answer: no start after it takes a ticket
-            self.shell.withdraw_start()  # that a render could fail
+        self.system_prompt = msg.prompt
+        if msg.rendered is not None:
+            self.rendered_prompt = msg.rendered
+            if self.run is not None:
+                self.run.set_system_prompt(msg.rendered)
+        self._keep(system_prompt=msg.prompt)
 
-    def _on_set_model(self, model: ChatModel) -> None:
+    def _on_set_model(self, msg: SetModel) -> None:
         self._check_alive()
-        self.model = model
-        self._keep(model=model)
+        self.model = msg.model
+        self._keep(model=msg.model)
 
-    def _on_set_tools(self, tools: list[Tool]) -> None:
+    def _on_set_tools(self, msg: SetTools) -> None:
         self._check_alive()
-        self.tools = list(tools)
-        self._keep(tools=tuple(tools))
+        self.tools = msg.tools
+        self._keep(tools=msg.tools)
 
-    def _on_set_mode(self, kind: str, mode: QueueMode) -> None:
+    def _on_set_mode(self, msg: SetMode) -> None:
         self._check_alive()
-        if kind == "steering":
-            self.steering_mode = mode
+        if msg.kind == "steering":
+            self.steering_mode = msg.mode
+            self._keep(steering_mode=msg.mode)
         else:
-            self.follow_up_mode = mode
-        if self.run is not None:
-            setattr(self.run.view.inbox, f"{kind}_mode", mode)
-        self._keep(**{f"{kind}_mode": mode})
+            self.follow_up_mode = msg.mode
+            self._keep(follow_up_mode=msg.mode)
 
     def _keep(self, **changes: Any) -> None:
         """Carry a `set_*` over to a restarted incarnation."""
-        self.shell.options = self.shell.options.model_copy(update=changes)
+        self.cell.options = self.cell.options.model_copy(update=changes)
+
+    def _on_prompt_rendered(self, msg: PromptRendered) -> None:
+        self.rendered_prompt = msg.text
 
     # -- subscriptions ----------------------------------------------------------------------------
 
-    def _on_subscribe(self, sub: Subscription) -> None:
+    def _on_subscribe(self, msg: Subscribe) -> None:
         self._check_alive()
-        ref = self.actor_ref
-        live = self._live()
+        sub = msg.subscription
+        live = self.cell.live_subscriptions()
         if any(r() is sub for r in live):
             return  # the same call again (a retry after a restart)
-
-        def collected(_: weakref.ref[Subscription]) -> None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(Fact("prune"))
-
-        self._publish([*live, weakref.ref(sub, collected)])
+        cell = self.cell
+        self._publish_subscriptions([*live, cell.weak_subscription(sub)])
         self.host.counters.watch_dropped(sub.stream)
 
-    def _fact_unsubscribe(self, sub: Subscription) -> None:
-        self._publish([r for r in self._live() if r() is not sub])
+    def _on_unsubscribe(self, msg: Unsubscribe) -> None:
+        sub = msg.subscription
+        self._publish_subscriptions([r for r in self.cell.live_subscriptions() if r() is not sub])
 
-    def _fact_prune(self) -> None:
-        self._publish(self._live())
+    def _on_prune(self, _msg: PruneSubscriptions) -> None:
+        self._publish_subscriptions(self.cell.live_subscriptions())
 
-    def _live(self) -> list[weakref.ref[Subscription]]:
-        return [r for r in self.shell.subscriptions if (s := r()) is not None and not s.closed]
-
-    def _publish(self, refs: list[weakref.ref[Subscription]]) -> None:
-        if not self.shell.stopped:
-            self.shell.subscriptions = tuple(refs)
+    def _publish_subscriptions(self, refs: list[Any]) -> None:
+        if not self.cell.stopped:
+            self.cell.subscriptions = tuple(refs)
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -518,45 +438,69 @@ class AgentActor(SupervisedActor):
         """Publish what `Runtime.tree()` shows of this agent: one reference swap, so its
         readers never wait for this actor."""
         run = self.run
-        if run is None:
-            status = ActorStatus(None, self.error, self.steering, self.follow_ups)
-        else:
-            inbox = run.view.inbox
-            status = ActorStatus(run.view.run_id, self.error, inbox.steering, inbox.follow_ups)
-        self.shell.status = status
+        self.cell.status = ActorStatus(
+            run.run_id if run is not None else None,
+            self.error,
+            len(self.steering),
+            len(self.follow_ups),
+        )
 
-    def _on_state(self) -> dict[str, Any]:
+    def _on_get_state(self, _msg: GetState) -> dict[str, Any]:
         """The fields of an `AgentState` (copied here; the model is built by the caller)."""
         self._check_alive()
         run = self.run
-        inbox = run.view.inbox if run is not None else None
-        steering = inbox.steering if inbox is not None else self.steering
-        follow_ups = inbox.follow_ups if inbox is not None else self.follow_ups
         return {
             "key": self.key,
-            "system_prompt": self._stated_prompt(),
+            "system_prompt": self.system_prompt
+            if isinstance(self.system_prompt, str)
+            else self.rendered_prompt,
             "model": self.model.info,
             "tools": [t.spec() for t in self.tools],
             "messages": list(self.messages),
             "is_running": run is not None,
-            "run_id": run.view.run_id if run is not None else None,
-            "stream_message": run.view.stream_message if run is not None else None,
-            "pending_tool_calls": list(run.pending_tool_calls) if run is not None else [],
+            "run_id": run.run_id if run is not None else None,
+            "stream_message": run.stream_message if run is not None else None,
+            "pending_tool_calls": list(self.pending_tool_calls),
             "error": self.error,
-            "steering_queue": [q.message for q in list(steering)],
-            "follow_up_queue": [q.message for q in list(follow_ups)],
+            "steering_queue": [q.message for q in self.steering],
+            "follow_up_queue": [q.message for q in self.follow_ups],
             "steering_mode": self.steering_mode,
             "follow_up_mode": self.follow_up_mode,
-            "subscriptions": len(self._live()),
+            "subscriptions": len(self.cell.live_subscriptions()),
         }
 
-    def _stated_prompt(self) -> str:
-        """The system prompt as a state shows it: a Template rendered now ("" if it cannot be)."""
-        try:
-            return self._render(self.system_prompt)
-        except TemplateError:
-            return ""
 
-    def _check_alive(self) -> None:
-        if self.shell.stopped:
-            raise AgentStopped(self.key)
+def _exited(cell: AgentCell, actor: AgentActor, _ref: Any, reason: ExitReason) -> None:
+    """An incarnation exited (on whichever thread its exit was reported): the cell hears of
+    it on the agent's loop."""
+    cell.on_loop(functools.partial(cell.exited, actor, reason))
+
+
+_HANDLERS: dict[type, Handler] = {
+    StartRun: AgentActor._on_start_run,
+    Steer: AgentActor._on_steer,
+    FollowUp: AgentActor._on_follow_up,
+    Abort: AgentActor._on_abort,
+    GetState: AgentActor._on_get_state,
+    Reset: AgentActor._on_reset,
+    IdleWait: AgentActor._on_idle_wait,
+    SetSystemPrompt: AgentActor._on_set_system_prompt,
+    SetModel: AgentActor._on_set_model,
+    SetTools: AgentActor._on_set_tools,
+    SetMode: AgentActor._on_set_mode,
+    Subscribe: AgentActor._on_subscribe,
+    Unsubscribe: AgentActor._on_unsubscribe,
+    PruneSubscriptions: AgentActor._on_prune,
+    TakeSteering: AgentActor._on_take_steering,
+    TakeFollowUps: AgentActor._on_take_follow_ups,
+    MergeSession: AgentActor._on_merge_session,
+    Committed: AgentActor._on_committed,
+    ToolStarted: AgentActor._on_tool_started,
+    ToolEnded: AgentActor._on_tool_ended,
+    Requeue: AgentActor._on_requeue,
+    RunEnded: AgentActor._on_run_ended,
+    RunBroke: AgentActor._on_run_broke,
+    HistoryLoaded: AgentActor._on_history_loaded,
+    PromptRendered: AgentActor._on_prompt_rendered,
+}
+"""Every message the actor takes, by its exact class (`_protocol`)."""

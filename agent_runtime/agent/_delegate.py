@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -11,7 +12,7 @@ from pydantic import Field
 
 from agent_runtime._errors import AgentBusy, AgentStopped, RunCanceled, RunFailed
 from agent_runtime.agent._handle import Agent
-from agent_runtime.agent._run import ReservedRun, RunView
+from agent_runtime.agent._protocol import Abort, StartRun
 from agent_runtime.agent._state import run_result
 from agent_runtime.messages import TextContent, ToolResult
 from agent_runtime.tools import Tool, ToolContext, error_result
@@ -69,22 +70,22 @@ def delegate(
         async with _claim_lock(parent):
             claimed = await _claim_idle_child(parent, role, task)
             if claimed is None:
-                # Starting an actor blocks briefly on its supervisor: keep it off the loop.
-                future = runtime.tool_tasks.submit(ctx.spawn, role, **subagent_options)
-                subagent: Agent = await asyncio.wrap_future(future)
+                subagent: Agent = await ctx.aspawn(role, **subagent_options)
                 try:
-                    view = await subagent._astart(task)
+                    start = await subagent._astart(task)
                 except (AgentBusy, AgentStopped):
                     return error_result(f"subagent {tuple(subagent.key)} is busy")
             else:
-                subagent, view = claimed
-        remove = ctx.signal.on_abort(
-            lambda s: subagent._tell("abort", f"parent_aborted: {s.reason}")
-        )
+                subagent, start = claimed
+
+        def parent_aborted(signal: Any) -> None:
+            with contextlib.suppress(AgentStopped):
+                subagent._tell(Abort(f"parent_aborted: {signal.reason}"))
+
+        remove = ctx.signal.on_abort(parent_aborted)
         try:
-            outcome = asyncio.shield(asyncio.wrap_future(view.outcome))
-            terminal = await asyncio.wait_for(outcome, timeout)
-            result = run_result(view.run_id, terminal)
+            terminal = await asyncio.wait_for(_outcome(start), timeout)
+            result = run_result(start.run_id, terminal)
         except RunCanceled as exc:
             return error_result(f"subagent {tuple(subagent.key)} was canceled: {exc.reason}")
         except RunFailed as exc:
@@ -92,7 +93,8 @@ def delegate(
         except (AgentBusy, AgentStopped) as exc:  # its start lost a race with its stop
             return error_result(f"subagent {tuple(subagent.key)} did not start: {exc}")
         except TimeoutError:
-            subagent._tell("abort", "delegate_timeout")
+            with contextlib.suppress(AgentStopped):
+                subagent._tell(Abort("delegate_timeout"))
             return error_result(f"subagent {tuple(subagent.key)} did not finish within {timeout}s")
         finally:
             remove()
@@ -134,11 +136,13 @@ def _claim_lock(parent: Agent) -> asyncio.Lock:
     return lock
 
 
-async def _claim_idle_child(
-    parent: Agent, role: str, task: str
-) -> tuple[Agent, RunView | ReservedRun] | None:
+async def _outcome(start: StartRun) -> Any:
+    return await start.outcome
+
+
+async def _claim_idle_child(parent: Agent, role: str, task: str) -> tuple[Agent, StartRun] | None:
     """Start `task` on a live subagent of `role` that `parent` spawned and that is idle."""
-    for child in parent._shell.children():
+    for child in sorted(parent._cell.children, key=lambda c: c.key):
         handle = child.handle
         if child.key.role != role or not isinstance(handle, Agent) or not handle.alive:
             continue

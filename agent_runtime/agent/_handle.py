@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import functools
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, cast, get_args
@@ -13,13 +12,27 @@ import pykka
 
 from agent_runtime._errors import AgentStopped
 from agent_runtime._key import AgentKey
+from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime._run_ids import new_run_id
-from agent_runtime.agent._calls import ActorCalls
+from agent_runtime.agent._cell import AgentCell, Incarnation
 from agent_runtime.agent._history import as_messages
-from agent_runtime.agent._messages import answer
-from agent_runtime.agent._run import Queued, ReservedRun, RunView
+from agent_runtime.agent._protocol import (
+    Abort,
+    FollowUp,
+    GetState,
+    IdleWait,
+    Queued,
+    Reset,
+    SetMode,
+    SetModel,
+    SetSystemPrompt,
+    SetTools,
+    StartRun,
+    Steer,
+    Subscribe,
+    Unsubscribe,
+)
 from agent_runtime.agent._run_events import RunEvents
-from agent_runtime.agent._shell import AgentShell, IncarnationExited
 from agent_runtime.agent._state import AgentState, RunResult, run_result
 from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import OverflowPolicy, Subscription
@@ -28,8 +41,29 @@ from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop._output import OutputSpec
 from agent_runtime.loop._trace import current_links
 from agent_runtime.messages import Message
-from agent_runtime.templates import Template
+from agent_runtime.templates import PromptTemplates, Template, TemplateError
 from agent_runtime.tools import Tool
+from supervisors import LoopFuture
+
+# An actor answers every call at once (no handler waits); this bounds a call to an actor
+# wedged in a bug.
+CALL_TIMEOUT = 30.0
+# How long a call waits for a crashed `transient` agent's next incarnation (it returns at once
+# when the agent ends for good instead).
+RESTART_WAIT = 30.0
+# Calls that can be sent again to the next incarnation when the actor died before answering
+# (doing them twice is doing them once); any other such call raises AgentStopped.
+IDEMPOTENT = (
+    GetState,
+    IdleWait,
+    Subscribe,
+    Abort,
+    Reset,
+    SetSystemPrompt,
+    SetModel,
+    SetTools,
+    SetMode,
+)
 
 OnFailure = Callable[[Exception], Any]
 
@@ -54,127 +88,182 @@ BLOCK_TIMEOUT: Final[float] = _Float(30.0)
 
 
 class Agent:
-    """The handle of one agent: a thin proxy that turns each call into a message to the agent's
-    actor (as pykka's `ActorProxy` does), so every method is thread-safe and returns promptly,
-    also while a run is busy (runs execute on the runtime's event loop).
+    """The handle of one agent: each call is a typed message to the agent's actor, which
+    lives on the runtime's event loop, so every method is thread-safe and returns promptly,
+    also while a run is busy.
+
+    From another thread a call is one hop to the loop and back; on the agent's loop (an
+    `async def` tool, a host that shares the loop) the actor answers in place, after the
+    messages already in its mailbox. Calls that only need the actor's answer (`state()`,
+    `prompt()`, `steer()`, `follow_up()`, `abort()`, `subscribe()`, `set_*`) work
+    everywhere; calls that wait for a run or a start (`run`, `wait_for_idle`, `reset`,
+    `stream`, `stop`) raise RuntimeError on an event loop's thread, naming their async twin.
 
     The handle outlives restarts: after a `transient` agent crashed and was restarted,
     `registry.lookup(key) is agent` still, its open subscriptions go on (they get the
     interrupted run's `Error("agent_crashed: ...")`, then the new actor's events) and the
     values set with `set_*` stay; the new actor's history is rebuilt from session memory
     (empty with `MemoryPolicy.none()`), and queued steering and follow-up messages are lost.
-    A call made while the agent restarts waits for the new actor (up to 5 s).
+    A call made while the agent restarts waits for the new actor (up to 30 s; on an event
+    loop it does not wait: AgentStopped).
 
     Raises (every method but `stop()`, which is idempotent, and the `key`, `alive` and `ref`
     properties): AgentStopped once the agent was stopped (or crashed for good).
     """
 
-    def __init__(self, shell: AgentShell) -> None:
-        self._shell = shell
-        self._calls = ActorCalls(shell)
-        shell.handle = self
+    def __init__(self, cell: AgentCell) -> None:
+        self._cell = cell
+        cell.handle = self
 
     # -- identity ---------------------------------------------------------------------------------
 
     @property
     def key(self) -> AgentKey:
         """The agent's `(session, role, index)`."""
-        return self._shell.key
+        return self._cell.key
 
     @property
     def ref(self) -> pykka.ActorRef[Any]:
         """The current actor's pykka ref (for `supervisors.kill` and monitoring); it changes
         when a `transient` agent is restarted."""
-        ref = self._shell.ref
+        ref = self._cell.ref
         assert ref is not None
         return ref
 
     @property
     def alive(self) -> bool:
         """True until the agent is stopped for good (False while a crashed agent restarts)."""
-        ref = self._shell.ref
-        return not self._shell.stopped and ref is not None and ref.is_alive()
+        cell = self._cell
+        actor = cell.actor
+        return not cell.stopped and actor is not None and actor.actor_ref.is_alive()
+
+    # -- messages to the actor --------------------------------------------------------------------
+
+    def _current(self, deadline: float) -> Incarnation:
+        """The incarnation taking calls now; off an event loop, waits for a restarting one.
+
+        Raises:
+            AgentStopped: the agent ended (or did not come back by `deadline`).
+        """
+        cell = self._cell
+        while True:
+            if cell.stopped:
+                raise AgentStopped(cell.key)
+            actor = cell.actor
+            if actor is not None:
+                return actor
+            if _on_a_loop():
+                raise AgentStopped(cell.key)
+            left = deadline - time.monotonic()
+            if left <= 0 or not cell.incarnation.wait(left):
+                raise AgentStopped(cell.key)
+
+    async def _acurrent(self, deadline: float) -> Incarnation:
+        cell = self._cell
+        while True:
+            if cell.stopped:
+                raise AgentStopped(cell.key)
+            actor = cell.actor
+            if actor is not None:
+                return actor
+            left = deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(_awaited(cell.incarnation), left)
+            except TimeoutError:
+                raise AgentStopped(cell.key) from None
+
+    def _ask(self, message: Any) -> Any:
+        """The actor's answer to `message` (its exception raised here)."""
+        deadline = time.monotonic() + RESTART_WAIT
+        for _ in range(3):
+            actor = self._current(deadline)
+            try:
+                if actor.on_loop_thread():
+                    return actor.handle_now(message)
+                future = _asked(actor, message)
+                if not future.wait(CALL_TIMEOUT):
+                    raise TimeoutError(
+                        f"agent {tuple(self.key)!r} did not answer {type(message).__name__} "
+                        f"within {CALL_TIMEOUT}s"
+                    )
+                return future.get()
+            except pykka.ActorDeadError:
+                if not isinstance(message, IDEMPOTENT):
+                    raise AgentStopped(self.key) from None
+        raise AgentStopped(self.key)
+
+    async def _aask(self, message: Any) -> Any:
+        """`_ask` for asyncio callers: it never blocks their loop."""
+        deadline = time.monotonic() + RESTART_WAIT
+        for _ in range(3):
+            actor = await self._acurrent(deadline)
+            try:
+                if actor.on_loop_thread():
+                    return actor.handle_now(message)
+                future = _asked(actor, message)
+                return await asyncio.wait_for(_awaited(future), CALL_TIMEOUT)
+            except pykka.ActorDeadError:
+                if not isinstance(message, IDEMPOTENT):
+                    raise AgentStopped(self.key) from None
+        raise AgentStopped(self.key)
+
+    def _tell(self, message: Any) -> None:
+        """Send `message` without waiting for an answer (from any thread, a finalizer too).
+
+        Raises:
+            AgentStopped: the agent ended, or is between incarnations right now.
+        """
+        cell = self._cell
+        actor = cell.actor
+        if cell.stopped or actor is None:
+            raise AgentStopped(cell.key)
+        try:
+            actor.actor_ref.tell(message)
+        except pykka.ActorDeadError:
+            raise AgentStopped(cell.key) from None
 
     # -- runs -------------------------------------------------------------------------------------
 
-    def _start(
-        self,
-        input: str | Message | Sequence[Message] | None,
-        output: OutputSpec | None = None,
-        sub: Subscription | None = None,
-    ) -> RunView | ReservedRun:
-        prompts = None if input is None else as_messages(input)
-        reserved = self._reserved_start(prompts, output, sub)
-        if reserved is not None:
-            return reserved
-        view: RunView = self._calls.call("start_run", prompts, current_links(), output)
-        return view
+    def _start_message(
+        self, input: str | Message | Sequence[Message] | None, output: OutputSpec | None
+    ) -> StartRun:
+        prompts = None if input is None else tuple(as_messages(input))
+        return StartRun(new_run_id(), prompts, tuple(current_links()), output, LoopFuture())
 
-    async def _astart(
-        self, input: str | Message | Sequence[Message] | None, output: OutputSpec | None = None
-    ) -> RunView | ReservedRun:
-        prompts = None if input is None else as_messages(input)
-        reserved = self._reserved_start(prompts, output, None)
-        if reserved is not None:
-            return reserved
-        view: RunView = await self._calls.acall("start_run", prompts, current_links(), output)
-        return view
+    async def _astart(self, input: str | Message | Sequence[Message]) -> StartRun:
+        """Start a run from asyncio code; the start it was (its id, its outcome)."""
+        start = self._start_message(input, None)
+        await self._aask(start)
+        return start
 
-    def _reserved_start(
-        self, prompts: list[Message] | None, output: OutputSpec | None, sub: Subscription | None
-    ) -> ReservedRun | None:
-        """Start the run without waiting for the actor, when it offers its start ticket (an
-        idle agent whose start can fail only by a race with its stop); None otherwise, and
-        the caller asks the actor, which answers AgentBusy and the like at once.
-
-        A reserved start that fails at the actor after all ends the run's stream with
-        `Canceled("not_started: ...")` and fails its outcome with the error (`run()` raises
-        it), so every reader still sees one end."""
-        shell = self._shell
-        if prompts is None:  # continuing can fail on the history: the actor decides first
-            return None
-        reservation = ReservedRun(new_run_id())
-        args = (reservation, prompts, current_links(), output)
-        if not shell.reserve_start(reservation.run_id):
-            return None
+    def _launch(self, start: StartRun) -> None:
+        """Send `start` to the actor from a thread that will wait on its outcome: the start's
+        failure (busy, stopped, an actor gone before it) fails the outcome, so the caller
+        wakes once, for the run's end."""
+        actor = self._current(time.monotonic() + RESTART_WAIT)
+        outcome = start.outcome
         try:
-            reply = self._calls.send("start_reserved", args, wait=False, hold=True)
-        except BaseException:
-            shell.reservation_arrived(reservation.run_id)
-            raise
-        if reply is None:  # the actor exited just now: ask its next incarnation instead
-            shell.reservation_arrived(reservation.run_id)
-            return None
-        reply.add_done_callback(functools.partial(self._reserved_answered, reservation, sub))
-        return reservation
+            reply = _asked(actor, start)
+        except pykka.ActorDeadError:
+            raise AgentStopped(self.key) from None
 
-    def _reserved_answered(
-        self,
-        reservation: ReservedRun,
-        sub: Subscription | None,
-        reply: concurrent.futures.Future[Any],
-    ) -> None:
-        error = reply.exception()
-        if error is None or reservation.started:
-            return  # the run started: its driver ends it (an exit after that included)
-        if isinstance(error, IncarnationExited):
-            error = AgentStopped(self.key)
-        terminal = Canceled(
-            agent=self.key,
-            run_id=reservation.run_id,
-            reason=f"not_started: {type(error).__name__}: {error}",
-        )
-        shell = self._shell
-        if sub is not None and not any(ref() is sub for ref in shell.subscriptions):
-            sub.stream.push_async(terminal)  # its subscribe did not reach the actor
-        shell.push_now(terminal)
-        answer(reservation.outcome, exception=error)
+        def answered(reply: LoopFuture[Any]) -> None:
+            if outcome.settled:
+                return
+            try:
+                reply.get()
+            except pykka.ActorDeadError:
+                outcome.set_exception((AgentStopped, AgentStopped(self.key), None))
+            except BaseException as exc:
+                outcome.set_exception((type(exc), exc, exc.__traceback__))
+
+        reply.add_done_callback(answered)
 
     def _output(
         self, output_type: Any, output_retries: int | None, on_failure: OnFailure | None
     ) -> tuple[OutputSpec | None, OnFailure | None]:
         """This run's typed output and fallback: each given value, else the agent's default."""
-        options = self._shell.options
+        options = self._cell.options
         if on_failure is not None and not callable(on_failure):
             raise TypeError(
                 "on_failure must be a callable taking the run's exception and returning the "
@@ -188,16 +277,19 @@ class Agent:
         return spec, on_failure if on_failure is not None else options.on_failure
 
     def prompt(self, input: str | Message | Sequence[Message]) -> str:
-        """Start a run with `input`; returns its run id at once. An idle agent takes the
-        start without its caller waiting for the actor (so `astream` and `prompt` on an
-        application's event loop never hold it); should that start then lose a race with the
-        agent's stop, the run ends with `Canceled("not_started: ...")`.
+        """Start a run with `input`; returns its run id once the actor took it (at once).
+
+        Once it has returned and the agent's memory policy writes, the prompt is kept: it is
+        stored before the run's first model call, so a crash mid-run followed by a
+        `transient` restart (or a new process on the same store) finds it at the end of the
+        agent's history.
 
         Raises:
             AgentBusy: a run is in progress (steer or follow up instead).
             TypeError: `input` is not a str, a Message or a list of Messages.
         """
-        return self._start(input).run_id
+        run_id: str = self._ask(self._start_message(input, None))
+        return run_id
 
     def continue_run(self) -> str:
         """Start a run from the history without new input; returns its run id.
@@ -206,11 +298,13 @@ class Agent:
             AgentBusy: a run is in progress.
             CannotContinue: the history is empty or ends with an assistant message.
         """
-        return self._start(None).run_id
+        run_id: str = self._ask(self._start_message(None, None))
+        return run_id
 
     def steer(self, message: str | Message, *, system_prompt: str | None = None) -> None:
         """Queue a message for the running run: it is delivered at the next tool boundary or
-        after the current answer (remaining tool calls of the batch are skipped).
+        after the current answer (remaining tool calls of the batch are skipped). Sent to an
+        idle agent, it waits for the next run.
 
         A `system_prompt` travels with the message: it applies from the model call that
         message goes into, for the rest of that run (the agent's own prompt stays).
@@ -219,56 +313,45 @@ class Agent:
             TypeError: `message` is not a str or a Message, or `system_prompt` not a str.
             ValueError: a list that does not hold exactly one message.
         """
-        self._queue("steer", _queued("steer", message, system_prompt))
+        self._ask(Steer(_queued("steer", message, system_prompt)))
 
     def follow_up(self, message: str | Message, *, system_prompt: str | None = None) -> None:
-        """Queue a message for when the agent would otherwise stop.
+        """Queue a message for when the running run would otherwise end: it goes on with it.
 
-        Sent to an idle agent, it only queues, unless it arrives within `follow_up_poll`
-        (`[agent]` config, 50 ms) after a run that ended with `AgentEnd`: then it starts a run.
-        After a failed or aborted run it never starts one (and leaves `state().error`).
-        A `system_prompt` travels with the message as with `steer`.
+        A follow-up never starts a run of its own: one sent to an idle agent, or that
+        arrives once the run is ending (the actor already handed it no follow-up), waits in
+        the queue for the run the next prompt starts, which takes it when that run would
+        end. A `system_prompt` travels with the message as with `steer`.
 
         Raises:
             TypeError: `message` is not a str or a Message, or `system_prompt` not a str.
             ValueError: a list that does not hold exactly one message.
         """
-        self._queue("follow_up", _queued("follow_up", message, system_prompt))
-
-    def _queue(self, name: str, queued: Queued) -> None:
-        if self._calls.on_loop_thread():
-            self._calls.tell(name, queued)
-        else:
-            self._calls.call(name, queued)
+        self._ask(FollowUp(_queued("follow_up", message, system_prompt)))
 
     def abort(self, reason: str = "user_abort") -> bool:
         """Abort the running run (and its delegated subagents); False if none was running."""
-        if self._calls.on_loop_thread():
-            # a reserved start on its way to the actor is a run too: the abort follows it
-            running = self._shell.delivering is not None or self._shell.reserved is not None
-            self._calls.tell("abort", reason)
-            return running
-        aborted: bool = self._calls.call("abort", reason)
+        aborted: bool = self._ask(Abort(reason))
         return aborted
 
     def wait_for_idle(self, timeout: float | None = None) -> None:
-        """Block until no run is in progress (follow-up runs included).
+        """Block until no run is in progress and the end of the last one was delivered.
 
         Raises:
             TimeoutError: still running after `timeout` seconds.
             AgentStopped: the agent was stopped before the call.
-            RuntimeError: called on the runtime's event-loop thread (it would block every
-                agent): use `await_idle`.
+            RuntimeError: called on an event loop's thread (it would block the loop): use
+                `await_idle`.
         """
-        self._calls.refuse_on_loop("Agent.wait_for_idle()", "`await agent.await_idle(...)`")
+        refuse_on_loop("Agent.wait_for_idle()", "`await agent.await_idle(...)`")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            ended = self._calls.call("idle_future")
-            if ended is None:
+            pending: tuple[LoopFuture[Event], ...] = self._ask(IdleWait())
+            if not pending:
                 return
+            (ended,) = pending
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            done, _ = concurrent.futures.wait([ended], left)
-            if not done:
+            if not ended.wait(left):
                 raise TimeoutError(f"agent {tuple(self.key)!r} still running after {timeout}s")
 
     def run(
@@ -300,21 +383,21 @@ class Agent:
             OutputValidationError: the answer did not validate as `output_type`.
             RunFailed: the run ended with an error (`reason`, `partial`).
             RunCanceled: the run was aborted (`reason`).
+            TemplateError: the agent's Template system prompt could not be rendered.
             TimeoutError: it did not end within `timeout` (the run goes on).
-            RuntimeError: called on the runtime's event-loop thread (use `arun`).
+            RuntimeError: called on an event loop's thread (use `arun`).
             TypeError: `output_type` is not a type pydantic can validate, or `on_failure`
                 is not callable.
             ValueError: `output_retries` is not an int >= 0, or is given without any
                 `output_type`.
         """
-        self._calls.refuse_on_loop("Agent.run()", "`await agent.arun(...)`")
+        refuse_on_loop("Agent.run()", "`await agent.arun(...)`")
         output, fallback = self._output(output_type, output_retries, on_failure)
-        view = self._start(input, output)
-        try:
-            terminal = view.outcome.result(timeout)
-        except concurrent.futures.TimeoutError:
-            raise TimeoutError(f"run {view.run_id} did not end within {timeout}s") from None
-        return run_result(view.run_id, terminal, output, fallback)
+        start = self._start_message(input, output)
+        self._launch(start)
+        if not start.outcome.wait(timeout):
+            raise TimeoutError(f"run {start.run_id} did not end within {timeout}s")
+        return run_result(start.run_id, start.outcome.get(), output, fallback)
 
     async def arun(
         self,
@@ -328,13 +411,13 @@ class Agent:
         """`run` for asyncio callers (typed output included): waiting never blocks the
         event loop."""
         output, fallback = self._output(output_type, output_retries, on_failure)
-        view = await self._astart(input, output)
-        outcome = asyncio.shield(asyncio.wrap_future(view.outcome))
+        start = self._start_message(input, output)
+        await self._aask(start)
         try:
-            terminal = await asyncio.wait_for(outcome, timeout)
+            terminal = await asyncio.wait_for(_awaited(start.outcome), timeout)
         except TimeoutError:
-            raise TimeoutError(f"run {view.run_id} did not end within {timeout}s") from None
-        return run_result(view.run_id, terminal, output, fallback)
+            raise TimeoutError(f"run {start.run_id} did not end within {timeout}s") from None
+        return run_result(start.run_id, terminal, output, fallback)
 
     async def await_idle(self, timeout: float | None = None) -> None:
         """`wait_for_idle` for asyncio callers: waiting never blocks the event loop.
@@ -345,22 +428,26 @@ class Agent:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            ended = await self._calls.acall("idle_future")
-            if ended is None:
+            pending: tuple[LoopFuture[Event], ...] = await self._aask(IdleWait())
+            if not pending:
                 return
+            (ended,) = pending
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            done, _ = await asyncio.wait([asyncio.wrap_future(ended)], timeout=left)
-            if not done:
-                raise TimeoutError(f"agent {tuple(self.key)!r} still running after {timeout}s")
+            try:
+                await asyncio.wait_for(_awaited(ended), left)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"agent {tuple(self.key)!r} still running after {timeout}s"
+                ) from None
 
     def stream(self, input: str | Message | Sequence[Message]) -> Iterator[Event]:
         """Subscribe, prompt, and yield events until this run's end (inclusive), including
         events of subagents it delegates to (tagged with their keys).
 
         Raises:
-            RuntimeError: called on the runtime's event-loop thread (use `astream`).
+            RuntimeError: called on an event loop's thread (use `astream`).
         """
-        self._calls.refuse_on_loop("Agent.stream()", "`async for event in agent.astream(...)`")
+        refuse_on_loop("Agent.stream()", "`async for event in agent.astream(...)`")
         sub = self.subscribe()
         try:
             run_id = self.prompt(input)
@@ -374,37 +461,34 @@ class Agent:
         """`stream` for asyncio callers: `async for event in agent.astream(input)`.
 
         The run starts here, eagerly: `AgentBusy` (and every other start error) is raised by
-        this call, before any event is awaited (an HTTP handler can still answer 409); only a
-        start that loses a race with the agent's stop, which the call cannot see, ends the
-        stream with `Canceled("not_started: ...")` instead. An idle agent takes the start
-        without this call waiting for its actor, so the caller's loop is not held. The
-        iterator yields the run's events up to its end, inclusive (delegates' included),
-        waiting without blocking the loop and yielding to it between batches. Abandoning it
-        before the end (`aclose()`, `break` then dropping it, or garbage collection) closes its
-        subscription at once; the run goes on, unless `abort_on_close=True`, which aborts it
-        (reason `stream_closed`): use that when the reader is a client that went away.
+        this call, before any event is awaited (an HTTP handler can still answer 409). On
+        the agent's own loop (a host sharing it, as `Runtime.astart()` does by default) the
+        actor takes the start in place; from another loop this call waits for its answer
+        (a few tens of microseconds). The iterator yields the run's events up to its end,
+        inclusive (delegates' included), waiting without blocking the loop and yielding to
+        it between batches. Abandoning it before the end (`aclose()`, `break` then dropping
+        it, or garbage collection) closes its subscription at once; the run goes on, unless
+        `abort_on_close=True`, which aborts it (reason `stream_closed`): use that when the
+        reader is a client that went away.
 
         Raises:
             AgentBusy: a run is in progress.
             AgentStopped: the agent was stopped.
             TypeError: `input` is not a str, a Message or a list of Messages.
         """
-        prompts = as_messages(input)
+        start = self._start_message(input, None)
         sub = self._new_subscription(MAX_QUEUE, OVERFLOW, BLOCK_TIMEOUT)
-        # Not waited for: the actor takes the subscription before the run it starts next (one
-        # mailbox, in order). On an event loop it never waits for a restarting agent either.
-        if self._calls.send("subscribe", (sub,), wait=not self._calls.on_loop_thread()) is None:
-            sub.close()
-            raise AgentStopped(self.key)
         try:
-            run_id = self._start(prompts, sub=sub).run_id
+            # One mailbox, in order: the actor takes the subscription before the start.
+            self._tell(Subscribe(sub))
+            run_id: str = self._ask(start)
         except BaseException:
             sub.close()
             raise
         return RunEvents(self.key, sub, run_id, self._abort_run, abort_on_close)
 
     def _abort_run(self, reason: str, run_id: str) -> None:
-        self._calls.tell("abort", reason, run_id)
+        self._tell(Abort(reason, run_id))
 
     def subscribe(
         self,
@@ -422,22 +506,22 @@ class Agent:
             ValueError: `max_queue < 1`, an unknown policy or `block_timeout <= 0`.
         """
         sub = self._new_subscription(max_queue, overflow, block_timeout)
-        self._calls.call("subscribe", sub)
+        self._ask(Subscribe(sub))
         return sub
 
     async def _asubscribe(
         self, max_queue: int, overflow: OverflowPolicy, block_timeout: float
     ) -> Subscription:
         sub = self._new_subscription(max_queue, overflow, block_timeout)
-        await self._calls.acall("subscribe", sub)
+        await self._aask(Subscribe(sub))
         return sub
 
     def _new_subscription(
         self, max_queue: int, overflow: OverflowPolicy, block_timeout: float
     ) -> Subscription:
-        if self._shell.stopped:
+        if self._cell.stopped:
             raise AgentStopped(self.key)
-        config = self._shell.host.config.subscription
+        config = self._cell.host.config.subscription
         if max_queue is MAX_QUEUE:
             max_queue = config.max_queue
         if overflow is OVERFLOW:
@@ -452,12 +536,11 @@ class Agent:
             on_close=self._unsubscribed,
         )
 
-    def _tell(self, name: str, *args: Any) -> None:
-        """Send a call without waiting for its answer (from an actor or the event loop)."""
-        self._calls.tell(name, *args)
-
     def _unsubscribed(self, sub: Subscription) -> None:
-        self._calls.tell_fact("unsubscribe", sub)
+        actor = self._cell.actor
+        if actor is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                actor.actor_ref.tell(Unsubscribe(sub))
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -467,7 +550,7 @@ class Agent:
         Raises:
             AgentStopped: the agent was stopped.
         """
-        fields: dict[str, Any] = self._calls.call("state")
+        fields: dict[str, Any] = self._ask(GetState())
         return AgentState.model_construct(**fields)
 
     def reset(self) -> None:
@@ -478,10 +561,10 @@ class Agent:
         Raises:
             AgentStopped: the agent was stopped.
             TimeoutError: the aborted run did not end within 10 s.
-            RuntimeError: called on the runtime's event-loop thread.
+            RuntimeError: called on an event loop's thread (use `areset`).
         """
-        self._calls.refuse_on_loop("Agent.reset()", "`await agent.areset()`")
-        while not self._calls.call("reset"):  # a run is in progress: end it first
+        refuse_on_loop("Agent.reset()", "`await agent.areset()`")
+        while not self._ask(Reset()):  # a run is in progress: end it first
             self.abort("reset")
             self.wait_for_idle(10.0)
 
@@ -492,21 +575,29 @@ class Agent:
             AgentStopped: the agent was stopped.
             TimeoutError: the aborted run did not end within 10 s.
         """
-        while not await self._calls.acall("reset"):  # a run is in progress: end it first
-            await self._calls.acall("abort", "reset")
+        while not await self._aask(Reset()):  # a run is in progress: end it first
+            await self._aask(Abort("reset"))
             await self.await_idle(10.0)
 
     # Each setter checks its value by the rules of `start_agent` before it reaches the actor.
 
     def set_system_prompt(self, prompt: str | Template) -> None:
         """Use `prompt` from the next model call on (also mid-run). A `Template` is rendered
-        at the start of each run (and now, when a run is in progress).
+        at the start of each run; called off an event loop, it is also rendered now for the
+        run in progress (one that cannot be rendered leaves that run's prompt as it is, and
+        the next run fails naming why).
 
         Raises:
             TypeError: `prompt` is not a str or a Template.
-            TemplateError: a run is in progress and the Template cannot be rendered.
         """
-        self._calls.call("set_system_prompt", self._check("system_prompt", prompt))
+        checked = self._check("system_prompt", prompt)
+        rendered: str | None = checked if isinstance(checked, str) else None
+        if rendered is None and not _on_a_loop():  # storage I/O: never on a loop
+            try:
+                rendered = PromptTemplates.of(self._cell.host.memory).render(checked)
+            except TemplateError:
+                rendered = None
+        self._ask(SetSystemPrompt(checked, rendered))
 
     def set_model(self, model: ChatModel) -> None:
         """Use `model` from the next run on.
@@ -514,7 +605,7 @@ class Agent:
         Raises:
             TypeError: `model` is not a ChatModel.
         """
-        self._calls.call("set_model", self._check("model", model))
+        self._ask(SetModel(self._check("model", model)))
 
     def set_tools(self, tools: Sequence[Tool]) -> None:
         """Use `tools` from the next run on.
@@ -523,7 +614,7 @@ class Agent:
             TypeError: `tools` is not a list of Tools.
             ValueError: duplicate tool names.
         """
-        self._calls.call("set_tools", list(self._check("tools", tools)))
+        self._ask(SetTools(tuple(self._check("tools", tools))))
 
     def set_steering_mode(self, mode: QueueMode) -> None:
         """`one_at_a_time` or `all`; applies at the next consumption, even mid-run.
@@ -532,7 +623,7 @@ class Agent:
             ValueError: another mode.
         """
         _check_mode(mode)
-        self._calls.call("set_mode", "steering", mode)
+        self._ask(SetMode("steering", mode))
 
     def set_follow_up_mode(self, mode: QueueMode) -> None:
         """`one_at_a_time` or `all`; applies at the next consumption, even mid-run.
@@ -541,12 +632,12 @@ class Agent:
             ValueError: another mode.
         """
         _check_mode(mode)
-        self._calls.call("set_mode", "follow_up", mode)
+        self._ask(SetMode("follow_up", mode))
 
     def _check(self, option: str, value: object) -> Any:
-        if self._shell.stopped:
+        if self._cell.stopped:
             raise AgentStopped(self.key)
-        return self._shell.options.check(option, value)
+        return self._cell.options.check(option, value)
 
     def stop(self) -> None:
         """Abort the run, stop the agent and its spawned subagents; idempotent.
@@ -556,8 +647,8 @@ class Agent:
                 application's running loop it warns once (`BlockingCallWarning`): it waits
                 for the run's abort grace, so prefer `await agent.astop()` there.
         """
-        self._calls.refuse_on_loop("Agent.stop()", "`await agent.astop()`", on_host_loop="warn")
-        self._shell.host.stop_agent(self)
+        refuse_on_loop("Agent.stop()", "`await agent.astop()`", on_host_loop="warn")
+        self._cell.host.stop_agent(self)
 
     async def astop(self) -> None:
         """`stop` for asyncio callers: it runs on a worker thread, the loop goes on."""
@@ -565,6 +656,21 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {tuple(self.key)} alive={self.alive}>"
+
+
+def _on_a_loop() -> bool:
+    """True on a thread that runs an event loop (where a call must not wait)."""
+    return asyncio._get_running_loop() is not None
+
+
+def _asked(actor: Incarnation, message: Any) -> LoopFuture[Any]:
+    """`ask` the actor (an AsyncioActor, whose futures are LoopFutures)."""
+    return cast(LoopFuture[Any], actor.actor_ref.ask(message, block=False))
+
+
+async def _awaited(future: LoopFuture[Any]) -> Any:
+    """`future` as a coroutine (for `asyncio.wait_for`)."""
+    return await future
 
 
 def _queued(what: str, message: object, system_prompt: object) -> Queued:

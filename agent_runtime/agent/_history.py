@@ -1,4 +1,9 @@
-"""An agent's history as a transcript: prompts as messages, and results for unpaired calls."""
+"""What enters an agent's history and its session's memory, and how a history is repaired.
+
+Prompts become messages (`as_messages`); a run's messages are kept or not, turn by turn
+(`RunTranscript`); calls left unpaired by a cut-off run get `outcome="unknown"` results
+(`pair_dangling_calls`, `repaired`); a prompt accepted is kept in session state until its
+turn commits (`pending_prompt_key`, `with_pending_prompt`)."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from agent_runtime.messages import (
     AssistantMessage,
     Message,
+    MessageAdapter,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -74,3 +80,65 @@ def repaired(messages: Sequence[Message], reason: str) -> list[Message]:
             ]
     out.extend(missing)
     return out
+
+
+class RunTranscript:
+    """What one run adds to its agent's history and to its session's memory: the one place
+    that decides it.
+
+    - A message the run ends (`MessageEnd`) enters the history, unless it is an assistant
+      answer that failed or was aborted (`stop_reason` `error` or `aborted`): such an attempt
+      is announced to subscribers but never committed, and its tool calls never run.
+      Prompts, steering and follow-ups enter as the user messages the run delivers.
+    - Session memory gets the run's messages turn by turn (`turn_ended`): an assistant
+      message with its tool results, after the user messages that led to it, as one batch.
+    - A run cut off (abort, crash, a lost loop) leaves every call of its answers paired:
+      `dangling(reason)` gives an `outcome="unknown"` result for each call left unanswered,
+      committed with the run's last batch.
+    """
+
+    def __init__(self) -> None:
+        self.unit: list[Message] = []  # the turn being assembled, for session memory
+        self.messages: list[Message] = []  # every message the run committed
+
+    def ended(self, message: Message) -> bool:
+        """A message the run ended: True (and kept) if it enters the history."""
+        if isinstance(message, AssistantMessage) and message.stop_reason in ("error", "aborted"):
+            return False
+        self.unit.append(message)
+        self.messages.append(message)
+        return True
+
+    def turn_ended(self) -> list[Message]:
+        """The batch of the turn that just ended, for session memory (maybe empty)."""
+        unit, self.unit = self.unit, []
+        return unit
+
+    def dangling(self, reason: str) -> list[Message]:
+        """Results for the calls the run left unanswered; queued for the last batch."""
+        pairs = pair_dangling_calls(self.messages, reason)
+        self.unit.extend(pairs)
+        return pairs
+
+
+# -- a prompt accepted is a prompt kept ---------------------------------------------------------
+
+PENDING_PROMPT = "agent_runtime.pending_prompt"
+
+
+def pending_prompt_key(role: str, index: int) -> str:
+    """The session-state key under which an agent's prompt is kept until its turn commits."""
+    return f"{PENDING_PROMPT}:{role}:{index}"
+
+
+def with_pending_prompt(messages: list[Message], pending: object, reason: str) -> list[Message]:
+    """`messages` (an agent's history, as stored) followed by the prompt it had accepted but
+    whose turn never committed (a crash during the run), if `pending` holds one."""
+    if not isinstance(pending, list) or not pending:
+        return messages
+    prompt = [MessageAdapter.validate_python(m) for m in pending]
+    size = len(prompt)
+    for start in range(len(messages) - size, -1, -1):
+        if messages[start : start + size] == prompt:
+            return messages  # committed with its turn after all
+    return repaired([*messages, *prompt], reason)

@@ -1,20 +1,17 @@
 """What an agent publishes of itself for `Runtime.tree()`: immutable snapshots, swapped whole.
 
 The actor publishes an `ActorStatus` from its handlers (a run started, facts applied, a
-reset), the run driver a `RunProgress` at each step of its run that is not a token (turn
+reset), the run a `RunProgress` at each step of its run that is not a token (turn
 start, answer start and end, tool start and end, retry, end). Each is one reference
-assignment on the `AgentShell`, so a reader on any thread takes the latest one without
+assignment on the `AgentCell`, so a reader on any thread takes the latest one without
 waiting for the agent; it may be a few milliseconds behind (a fact still in flight to the
 actor is not in it yet).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Literal
-
-from agent_runtime.agent._run import Queued
 
 Phase = Literal["starting", "waiting", "streaming", "retrying", "running", "ending"]
 """Where a run is between tools: `waiting` for the model's first chunk, `streaming` an
@@ -23,25 +20,23 @@ answer, `retrying` after a failed attempt, `running` between an answer and what 
 
 @dataclass(frozen=True, slots=True)
 class ActorStatus:
-    """The actor's state as it last published it (`AgentShell.status`)."""
+    """The actor's state as it last published it (`AgentCell.status`)."""
 
     run_id: str | None  # of the running run; None when idle
     error: str | None  # why the last run failed, until the next starts
-    # The queues steering and follow-up messages wait in now (the run's while one runs):
-    # a reader takes their lengths (one atomic read each), never their items.
-    steering: deque[Queued]
-    follow_ups: deque[Queued]
+    steering: int  # steering messages queued now
+    follow_ups: int  # follow-up messages queued now
 
 
 @dataclass(frozen=True, slots=True)
 class RunProgress:
-    """A run as its driver last published it (`AgentShell.progress`)."""
+    """A run as it last published itself (`AgentCell.progress`)."""
 
     run_id: str
     turn: int  # turns started so far in this run
     phase: Phase
     # Names of the tools running now, in start order: the run's pending tool calls as its
-    # driver sees them (the actor hears of them one thread hop later).
+    # run sees them (the actor hears of them a message later).
     tools: tuple[str, ...] = ()
 
 
@@ -56,7 +51,7 @@ def activity(
     if status is None or status.run_id is None:
         return "idle"
     if progress is None or progress.run_id != status.run_id:
-        return "starting"  # the driver has not published this run yet
+        return "starting"  # the run has not published itself yet
     if progress.tools:
         if delegating:
             return "waiting on subagent"

@@ -138,7 +138,7 @@ class NodeActor:
             )
         except Exception as exc:
             return RemoteError.of(exc)
-        ref = agent._shell.child_ref  # what the subagents supervisor holds: it exits once
+        ref = agent._cell.child_ref  # what the subagents supervisor holds: it exits once
         if ref is not None:
             registry, name, incarnation = self._registry, self.name, self.incarnation
             monitor(ref, lambda _ref, _reason: registry.exited.remote(key, name, incarnation))
@@ -217,5 +217,5 @@ class NodeActor:
 
 
 def _running(agent: Agent) -> str | None:
-    status = agent._shell.status
+    status = agent._cell.status
     return None if status is None else status.run_id

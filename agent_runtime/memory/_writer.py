@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from agent_runtime.memory._memory import SessionMemory
 from agent_runtime.memory._store import check_messages, check_session
@@ -22,12 +22,14 @@ WORKERS = 2
 """The number of threads each `SessionWriter` owns, whatever the number of sessions."""
 
 _State = Literal["open", "closing", "closed"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class _Batch:
     messages: list[Message]
-    done: Future[None]
+    done: Future[Any]
+    work: Callable[[], Any] | None = None  # a submitted call, in place of an append
 
 
 class SessionWriter:
@@ -107,7 +109,7 @@ class SessionWriter:
         for thread in self._threads:
             thread.start()
 
-    def append(self, session: str, messages: Sequence[Message]) -> Future[None]:
+    def append(self, session: str, messages: Sequence[Message]) -> Future[Any]:
         """Queue `messages` to be appended to `session` as one batch; return at once with a
         future that gets `None` once the store committed the batch, or the store's exception.
 
@@ -125,16 +127,41 @@ class SessionWriter:
             if self._state != "open":
                 raise RuntimeError(f"session writer {self.name!r} is closed")
             if batch.messages:
-                self._unfinished[batch.done] = None
-                self._last[session] = batch.done
-                queue = self._queues.setdefault(session, deque())
-                queue.append(batch)
-                if len(queue) == 1 and session not in self._busy:
-                    self._ready.append(session)
-                    self._changed.notify()
+                self._queue_locked(session, batch)
         if not batch.messages:
             batch.done.set_result(None)
         return batch.done
+
+    def submit(self, session: str, fn: Callable[[], T]) -> Future[T]:
+        """Queue `fn()` on the writer's threads in `session`'s order: it runs after every
+        batch of `session` accepted before (so it reads what they wrote) and before every one
+        accepted after; returns at once with a future of its result or exception.
+
+        For the session's other storage work that must keep that order (an agent's pending
+        prompt written before its turn, cleared after it; a history read after the agent's
+        own writes) and that must stay off the event loop.
+
+        Raises:
+            TypeError, ValueError: `session` is not a non-empty str.
+            RuntimeError: the writer is closed (or closing).
+        """
+        check_session(session)
+        batch = _Batch([], Future(), fn)
+        batch.done.set_running_or_notify_cancel()
+        with self._lock:
+            if self._state != "open":
+                raise RuntimeError(f"session writer {self.name!r} is closed")
+            self._queue_locked(session, batch)
+        return batch.done
+
+    def _queue_locked(self, session: str, batch: _Batch) -> None:
+        self._unfinished[batch.done] = None
+        self._last[session] = batch.done
+        queue = self._queues.setdefault(session, deque())
+        queue.append(batch)
+        if len(queue) == 1 and session not in self._busy:
+            self._ready.append(session)
+            self._changed.notify()
 
     def pending(self) -> int:
         """The number of batches accepted and not yet done (queued or being committed)."""
@@ -228,7 +255,15 @@ class SessionWriter:
                     self._changed.notify_all()  # drained: the idle threads may end
 
     def _commit(self, session: str, batch: _Batch) -> None:
-        """Append `batch` to the store and settle its future (outside the lock)."""
+        """Append `batch` (or run its call) and settle its future (outside the lock)."""
+        if batch.work is not None:
+            try:
+                result = batch.work()
+            except BaseException as exc:  # the caller's to handle, on the future
+                batch.done.set_exception(exc)
+            else:
+                batch.done.set_result(result)
+            return
         try:
             self.memory.append(session, batch.messages)
         except BaseException as exc:  # settled on the future: the thread must go on

@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from agent_runtime._counters import RuntimeCounters
 from agent_runtime._key import AgentKey
 from agent_runtime.agent import Agent
-from agent_runtime.agent._shell import AgentShell
+from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._status import activity
 from agent_runtime.registry import AgentRegistry
 from supervisors import ChildSpec
@@ -215,8 +215,8 @@ class Introspection:
         )
         return RuntimeTree(runtime=self._name, taken_at=time.time(), root=root, agents=agents)
 
-    def _shells(self) -> list[AgentShell]:
-        return [agent._shell for _, agent in self._registry.list() if isinstance(agent, Agent)]
+    def _shells(self) -> list[AgentCell]:
+        return [agent._cell for _, agent in self._registry.list() if isinstance(agent, Agent)]
 
     # -- the counters ---------------------------------------------------------------------------
 
@@ -241,7 +241,7 @@ class Introspection:
         return StatusReport(tree=self.tree(), stats=self.stats())
 
 
-def _statuses(shells: list[AgentShell]) -> list[AgentStatus]:
+def _statuses(shells: list[AgentCell]) -> list[AgentStatus]:
     running: set[AgentKey] = set()
     for shell in shells:
         status = shell.status
@@ -251,7 +251,7 @@ def _statuses(shells: list[AgentShell]) -> list[AgentStatus]:
     return [_status(shell, shell.key in running, shell.key in delegating) for shell in shells]
 
 
-def _status(shell: AgentShell, running: bool, delegating: bool) -> AgentStatus:
+def _status(shell: AgentCell, running: bool, delegating: bool) -> AgentStatus:
     status, progress = shell.status, shell.progress  # each read once: a consistent snapshot
     stopped = _down(shell)
     run_id = status.run_id if running and status is not None else None
@@ -264,20 +264,20 @@ def _status(shell: AgentShell, running: bool, delegating: bool) -> AgentStatus:
         run_id=run_id,
         turn=progress.turn if progress is not None else 0,
         pending_tool_calls=len(progress.tools) if progress is not None else 0,
-        steering_queue=len(status.steering) if status is not None else 0,
-        follow_up_queue=len(status.follow_ups) if status is not None else 0,
+        steering_queue=status.steering if status is not None else 0,
+        follow_up_queue=status.follow_ups if status is not None else 0,
         subscriptions=_subscriptions(shell),
         parent=shell.parent.key if shell.parent is not None else None,
         error=status.error if status is not None else None,
     )
 
 
-def _down(shell: AgentShell) -> bool:
+def _down(shell: AgentCell) -> bool:
     ref = shell.ref
     return shell.stopped or ref is None or not ref.is_alive()
 
 
-def _subscriptions(shell: AgentShell) -> list[SubscriptionStatus]:
+def _subscriptions(shell: AgentCell) -> list[SubscriptionStatus]:
     found = []
     for ref in shell.subscriptions:
         sub = ref()
@@ -295,7 +295,7 @@ def _subscriptions(shell: AgentShell) -> list[SubscriptionStatus]:
     return found
 
 
-def _agent_node(shell: AgentShell) -> TreeNode:
+def _agent_node(shell: AgentCell) -> TreeNode:
     """An agent in the subagents supervisor: a worker, or (`transient`) the one-child
     supervisor that gives it a restart budget of its own."""
     key = shell.key

@@ -51,7 +51,7 @@ from supervisors._log import get_logger
 T = TypeVar("T")
 log = get_logger(__name__)
 
-CHILD_IDS = ("abort_table", "registry", "subagents", "loop_tasks", "tool_tasks")
+CHILD_IDS = ("abort_table", "registry", "loop_tasks", "tool_tasks", "subagents")
 
 _runtime_ids = itertools.count(1)
 
@@ -95,11 +95,11 @@ class Runtime:
     """One agent runtime: a root `Supervisor` (one_for_one) and the tables it owns.
 
     The root's children, started in this order and stopped in reverse: `abort_table`,
-    `registry` (actors that own the shared tables), `subagents` (a DynamicSupervisor of
-    agents), `loop_tasks` (an AsyncTaskSupervisor: the one event loop that runs every run's
-    loop and all LLM I/O, on a thread of its own, or on the host application's loop when
-    started with `astart(share_loop=True)`) and `tool_tasks` (a TaskSupervisor for synchronous
-    tools).
+    `registry` (actors that own the shared tables), `loop_tasks` (an AsyncTaskSupervisor: the
+    one event loop that runs every agent's actor, every run and all LLM I/O, on a thread of
+    its own, or on the host application's loop when started with `astart(share_loop=True)`),
+    `tool_tasks` (a TaskSupervisor for synchronous tools) and `subagents` (a
+    DynamicSupervisor of agents, which live on that loop: they stop before it).
     The tables belong to this object, so a restart of their owner actors loses nothing.
     Several runtimes live in one process independently. Use as a context manager to stop
     it on exit. `tree()` and `stats()` show what it is doing without waiting on it; with
@@ -233,8 +233,8 @@ class Runtime:
         With `share_loop` (the default) the runtime does its event-loop work (every run's
         loop, all LLM I/O, `async def` tools) as tasks on the loop that awaits this, instead
         of on a thread of its own: the events a host streams are made on its own loop, with
-        no second thread competing with it for the GIL. Its agents stay actors on threads of
-        their own. Then:
+        no second thread competing with it for the GIL. Its agents are actors on that loop
+        too (no thread each). Then:
         - stop the runtime (`await runtime.astop()`, or leave the `async with`) before that
           loop ends; a runtime whose loop was closed under it fails what is left on it with
           `EventLoopDied`;
@@ -282,6 +282,11 @@ class Runtime:
         specs = [
             ChildSpec(id="abort_table", start=lambda: TableOwner.start(self.abort_table)),
             ChildSpec(id="registry", start=lambda: TableOwner.start(self.registry)),
+            # The loop and the pool wait up to `shutdown` for their tasks; a little more here
+            # lets them finish that wait before the root gives up on them.
+            ChildSpec(id="loop_tasks", start=start_loop_tasks, shutdown=shutdown + 1.0),
+            ChildSpec(id="tool_tasks", start=start_tool_tasks, shutdown=shutdown + 1.0),
+            # After the loop its agents live on: stopped first (reverse order), before it.
             ChildSpec(
                 id="subagents",
                 start=start_subagents,
@@ -289,10 +294,6 @@ class Runtime:
                 # agents get `shutdown` each, in turn; the whole tree is bounded by stop()
                 shutdown="infinity",
             ),
-            # The loop and the pool wait up to `shutdown` for their tasks; a little more here
-            # lets them finish that wait before the root gives up on them.
-            ChildSpec(id="loop_tasks", start=start_loop_tasks, shutdown=shutdown + 1.0),
-            ChildSpec(id="tool_tasks", start=start_tool_tasks, shutdown=shutdown + 1.0),
         ]
         children = self._introspection.watched(specs, agents_under="subagents")
         self._supervisor = Supervisor.start(

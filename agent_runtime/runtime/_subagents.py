@@ -10,8 +10,10 @@ import pykka
 
 from agent_runtime._errors import AlreadyRegistered
 from agent_runtime._key import AgentKey
+from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.agent import Agent, AgentActor, AgentHost, AgentOptions
-from agent_runtime.agent._shell import AgentShell
+from agent_runtime.agent._cell import AgentCell
+from agent_runtime.agent._storage import read_history
 from agent_runtime.memory import MemoryPolicy
 from supervisors import (
     ChildSpec,
@@ -50,24 +52,31 @@ class Subagents:
         """
         return self._start(AgentKey.of(key), options, parent=None)
 
-    def _start(self, key: AgentKey, options: dict[str, Any], parent: AgentShell | None) -> Agent:
+    def _start(self, key: AgentKey, options: dict[str, Any], parent: AgentCell | None) -> Agent:
         runtime = self._runtime
+        refuse_on_loop(
+            "Runtime.start_agent()",
+            "`await runtime.astart_agent(...)` (in a tool: `await ctx.aspawn(...)`)",
+        )
         holder = runtime.registry.lookup(key)
         if holder is not None:
             raise AlreadyRegistered(key, holder)
         opts = AgentOptions.build(runtime.config, options, tools=runtime.tools, role=key.role)
-        shell = AgentShell(key, runtime, opts, parent)
-        handle = Agent(shell)
+        # The history is read here, on the caller's thread: the actor takes it on its loop.
+        history = read_history(runtime.memory, key, opts.memory, "agent_restarted")
+        loop = runtime.loop_tasks.loop
+        cell = AgentCell(key, runtime, opts, parent, loop, history)
+        handle = Agent(cell)
         child_id = f"agent:{key.session}/{key.role}/{key.index}"
         shutdown = runtime.config.supervision.shutdown
 
         def start_actor() -> pykka.ActorRef[Any]:
-            return AgentActor.start(shell)
+            return AgentActor.start(cell, loop=loop)
 
         if opts.restart == "transient":
             spec = ChildSpec(
                 id=child_id,
-                start=lambda: self._start_supervised(shell, child_id, start_actor),
+                start=lambda: self._start_supervised(cell, child_id, start_actor),
                 restart="temporary",
                 shutdown="infinity",
                 type="supervisor",
@@ -75,7 +84,7 @@ class Subagents:
         else:
             spec = ChildSpec(id=child_id, start=start_actor, restart="temporary", shutdown=shutdown)
         try:
-            shell.child_ref = self._supervisor().start_child(spec)
+            cell.child_ref = self._supervisor().start_child(spec)
         except ChildStartError as exc:
             cause = exc.__cause__
             while cause is not None and not isinstance(cause, AlreadyRegistered):
@@ -87,23 +96,25 @@ class Subagents:
         return handle
 
     def _start_supervised(
-        self, shell: AgentShell, child_id: str, start_actor: Any
+        self, cell: AgentCell, child_id: str, start_actor: Any
     ) -> pykka.ActorRef[Any]:
-        """A one-child supervisor for a transient agent: the agent's own restart budget."""
+        """A one-child supervisor for a transient agent, on the agent's loop: the agent's own
+        restart budget, and no thread."""
         sup = self._runtime.config.supervision
         supervisor = Supervisor.start(
             [ChildSpec(id="agent", start=start_actor, restart="transient", shutdown=sup.shutdown)],
             max_restarts=sup.max_restarts,
             max_seconds=sup.max_seconds,
             name=child_id,
+            loop=cell.loop,
         )
 
         def exited(_ref: pykka.ActorRef[Any], reason: ExitReason) -> None:
             if reason.abnormal:
-                shell.log.error("agent.gave_up", reason=str(reason))
-                shell.end(f"agent_crashed: {reason}")
+                cell.log.error("agent.gave_up", reason=str(reason))
+                cell.on_loop(lambda: cell.end(f"agent_crashed: {reason}"))
             else:
-                shell.end("agent_stopped")
+                cell.on_loop(lambda: cell.end("agent_stopped"))
 
         monitor(supervisor.ref, exited)
         return supervisor.ref
@@ -118,7 +129,7 @@ class Subagents:
         for _ in range(100):
             index = self._runtime.registry.next_index(session, role)
             with contextlib.suppress(AlreadyRegistered):
-                return self._start(AgentKey(session, role, index), options, parent=parent._shell)
+                return self._start(AgentKey(session, role, index), options, parent=parent._cell)
         raise AlreadyRegistered(AgentKey(session, role, -1), None)
 
     def stop(self, agent_or_key: Agent | AgentKey | tuple[str, str, int]) -> bool:
@@ -127,13 +138,13 @@ class Subagents:
         agent = self._resolve(agent_or_key)
         if agent is None:
             return False
-        shell = agent._shell
-        for child in shell.children():
+        cell = agent._cell
+        for child in sorted(cell.children, key=lambda c: c.key):
             if isinstance(child.handle, Agent):
                 self.stop(child.handle)
-        ref = shell.child_ref
+        ref = cell.child_ref
         stopped = ref is not None and self._supervisor().terminate_child(ref)
-        shell.end("agent_stopped")
+        cell.on_loop(lambda: cell.end("agent_stopped"))
         return stopped
 
     def _resolve(self, agent_or_key: Agent | AgentKey | tuple[str, str, int]) -> Agent | None:

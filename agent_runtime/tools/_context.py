@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -162,6 +163,17 @@ class ToolContext:
         if self._spawner is None:
             raise NotImplementedError("spawn needs an agent runtime")
         return self._spawner(role, **options)
+
+    async def aspawn(self, role: str, **options: Any) -> Any:
+        """`spawn` for `async def` tools, which run on the runtime's event loop: the start
+        (options, the subagent's history) runs on a worker thread, the loop goes on.
+
+        Raises:
+            NotImplementedError: as `spawn`.
+        """
+        if self._spawner is None:
+            raise NotImplementedError("spawn needs an agent runtime")
+        return await asyncio.to_thread(self._spawner, role, **options)
 
     def __repr__(self) -> str:
         return f"<ToolContext {self.tool_name} call={self.tool_call_id!r} agent={self.agent_key!r}>"

@@ -26,10 +26,10 @@ from agent_runtime import (
     StreamOverflow,
     delegate,
 )
-from agent_runtime.agent._actor import AgentActor
-from agent_runtime.agent._driver import RunDriver
-from agent_runtime.agent._run import RunInbox
-from agent_runtime.agent._shell import AgentShell
+from agent_runtime.agent import _actor
+from agent_runtime.agent._cell import AgentCell
+from agent_runtime.agent._protocol import TakeFollowUps
+from agent_runtime.agent._run import AgentRun
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import (
     AgentEnd,
@@ -237,58 +237,6 @@ def test_streamed_tokens_cost_no_cross_thread_wakeups(
     assert many <= few + 2 and many < 10  # a fixed handful per run, not one per token
 
 
-def test_a_tool_turn_nobody_watches_tells_the_actor_its_facts_in_two_messages(
-    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Without a subscriber nobody can see an event before the actor hears of it, so a tool
-    # call's start, its end and the next turn's start travel with the rest of their loop
-    # step: the actor wakes twice per run (the tool's start, the end), not four times. A
-    # subscriber that sees a tool start finds the call in `state()`: told before it.
-    told: list[list[str]] = []
-    original = AgentActor._fact_facts
-
-    def counted(self: AgentActor, run_id: str, facts: list[tuple[str, Any]]) -> None:
-        told.append([name for name, _ in facts])
-        original(self, run_id, facts)
-
-    monkeypatch.setattr(AgentActor, "_fact_facts", counted)
-
-    gate = threading.Event()
-
-    @tool
-    def lookup(key: str) -> str:
-        """Look a key up (once the test let it)."""
-        gate.wait(10)
-        return key.upper()
-
-    def facts_of_a_tool_turn(index: int, watched: bool) -> list[list[str]]:
-        model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("c", "lookup", key="k")]), "ok"])
-        agent = runtime.start_agent(
-            ("s", "facts", index), model=model, tools=[lookup], memory=MemoryPolicy.none()
-        )
-        told.clear()
-        gate.clear()
-        if watched:
-            with agent.subscribe() as sub:
-                agent.prompt("go")
-                for event in sub.until_end(timeout=10):
-                    if isinstance(event, ToolExecutionStart):
-                        pending = agent.state().pending_tool_calls
-                        gate.set()
-                        assert pending == ["c"]
-        else:
-            gate.set()
-            agent.run("go", timeout=10)
-        agent.wait_for_idle(timeout=5)
-        return list(told)
-
-    alone = facts_of_a_tool_turn(0, watched=False)
-    assert [batch[-1] for batch in alone] == ["tool_started", "run_ended"], alone
-    assert [name for batch in alone for name in batch].count("message_committed") == 4
-    watched = facts_of_a_tool_turn(1, watched=True)
-    assert [batch[-1] for batch in watched[:2]] == ["tool_started", "tool_ended"], watched
-
-
 def test_a_subscriber_that_comes_mid_step_finds_the_facts_of_what_it_sees(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -304,24 +252,24 @@ def test_a_subscriber_that_comes_mid_step_finds_the_facts_of_what_it_sees(
         gate.wait(10)
         return "held"
 
-    original = RunDriver._apply
+    original = AgentRun._apply
 
-    def apply_then_subscribe(self: RunDriver, event: Any) -> None:
+    def apply_then_subscribe(self: AgentRun, event: Any) -> None:
         original(self, event)
         if isinstance(event, ToolExecutionStart) and "sub" not in joined:
             joined["sub"] = joined["agent"].subscribe()  # as if the actor took it just now
 
     checked = threading.Event()
-    fan_out = AgentShell.fan_out_now
+    fan_out = AgentCell.fan_out_now
 
-    def fan_out_then_wait(self: AgentShell, event: Any, terminal: bool) -> Any:
+    def fan_out_then_wait(self: AgentCell, event: Any, terminal: bool) -> Any:
         full = fan_out(self, event, terminal)
         if isinstance(event, ToolExecutionStart):
             checked.wait(5)  # the loop's step goes on only once the reader looked
         return full
 
-    monkeypatch.setattr(RunDriver, "_apply", apply_then_subscribe)
-    monkeypatch.setattr(AgentShell, "fan_out_now", fan_out_then_wait)
+    monkeypatch.setattr(AgentRun, "_apply", apply_then_subscribe)
+    monkeypatch.setattr(AgentCell, "fan_out_now", fan_out_then_wait)
     model = ScriptedModel([ScriptedTurn(tool_calls=[tool_call("h", "hold")]), "done"])
     agent = runtime.start_agent(
         ("s", "midstep", 0), model=model, tools=[hold], memory=MemoryPolicy.none()
@@ -433,21 +381,18 @@ def test_a_blocked_subscriber_stalls_no_other_agent(runtime: Runtime) -> None:
     blocked.wait_for_idle(timeout=5)
 
 
-def test_follow_up_sent_just_after_the_end_starts_a_run(runtime: Runtime) -> None:
-    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["first", "second"]))
-    agent.run("go", timeout=5)
-    agent.follow_up("and another")  # within the 50 ms poll window
-    wait_until(lambda: len(agent.state().messages) == 4)
-    assert agent.state().messages[-1].text == "second"  # type: ignore[union-attr]
-
-
-def test_follow_up_after_the_poll_window_waits_in_the_queue(runtime: Runtime) -> None:
+def test_a_follow_up_after_the_end_waits_in_the_queue_for_the_next_prompt(
+    runtime: Runtime,
+) -> None:
+    # However soon it comes after the end: no run starts that nobody prompted.
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["first", "second", "third"]))
     agent.run("go", timeout=5)
-    time.sleep(0.1)  # deliberately past the 50 ms window: this is the behaviour under test
     agent.follow_up("later")
-    assert [m.text for m in agent.state().follow_up_queue] == ["later"]  # type: ignore[attr-defined]
-    assert not agent.state().is_running
+    state = agent.state()
+    assert [m.text for m in state.follow_up_queue] == ["later"]  # type: ignore[attr-defined]
+    assert not state.is_running
+    agent.wait_for_idle(timeout=5)
+    assert len(agent.state().messages) == 2
     result = agent.run("next", timeout=5)
     assert [m.text for m in result.new_messages] == ["next", "second", "later", "third"]  # type: ignore[attr-defined]
 
@@ -523,26 +468,32 @@ def test_a_follow_up_mode_switch_mid_run_applies_at_the_next_consumption(
     assert agent.state().follow_up_queue == []
 
 
-def test_a_follow_up_that_misses_the_loops_last_look_starts_the_next_run(
+def test_a_follow_up_that_misses_the_runs_last_look_waits_for_the_next_prompt(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = ScriptedModel(["first", "second"])
-    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=0.0)
-    take = RunInbox.take_follow_ups
+    # The run asked for follow-ups and got none: it ends. One that arrives right then (sent
+    # from the actor's own loop, the tightest schedule there is) starts no run of its own,
+    # and wait_for_idle() returns with it queued; the next prompt's run takes it.
+    model = ScriptedModel(["first", "second", "third"])
+    agent = runtime.start_agent(("s", "main", 0), model=model)
+    take = _actor._HANDLERS[TakeFollowUps]
 
-    def last_look_then_late(inbox: RunInbox) -> list[Message]:
-        taken = take(inbox)
+    def last_look_then_late(actor: Any, message: TakeFollowUps) -> Any:
+        taken = take(actor, message)
         if not taken and model.call_count == 1:
-            agent.follow_up("late")  # just after the loop found none (sent from its thread)
+            actor.actor_ref.tell(_actor.FollowUp(_actor.Queued(UserMessage(content="late"))))
         return taken
 
-    monkeypatch.setattr(RunInbox, "take_follow_ups", last_look_then_late)
+    monkeypatch.setitem(_actor._HANDLERS, TakeFollowUps, last_look_then_late)
     agent.run("go", timeout=5)
-    wait_until(lambda: len(agent.state().messages) == 4)
     agent.wait_for_idle(timeout=5)
+    state = agent.state()
+    assert [m.text for m in state.messages] == ["go", "first"]  # type: ignore[union-attr]
+    assert [m.text for m in state.follow_up_queue] == ["late"]  # type: ignore[union-attr]
+    assert model.call_count == 1 and not state.is_running
+    agent.run("next", timeout=5)
     texts = [m.text for m in agent.state().messages]  # type: ignore[union-attr]
-    assert texts == ["go", "first", "late", "second"]
-    assert agent.state().follow_up_queue == []
+    assert texts == ["go", "first", "next", "second", "late", "third"]
 
 
 def test_a_reader_that_sees_the_end_can_prompt_at_once_while_another_reader_lags(
@@ -1031,8 +982,8 @@ def test_a_run_accepted_before_the_last_end_was_delivered_reaches_subscribers_af
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["one", "two"]))
     sub = agent.subscribe()
     held, gate = threading.Event(), threading.Event()
-    shell = agent._shell
-    fan_out_now, fan_out_rest = shell.fan_out_now, shell.fan_out_rest
+    cell = agent._cell
+    fan_out_now, fan_out_rest = cell.fan_out_now, cell.fan_out_rest
     hold: list[Any] = [object()]  # what the patched fan_out_now hands over to be waited for
 
     def holding_fan_out_now(event: Event, terminal: bool) -> list[Any]:
@@ -1047,8 +998,8 @@ def test_a_run_accepted_before_the_last_end_was_delivered_reaches_subscribers_af
             full = fan_out_now(event, True)
         await fan_out_rest(full, event)
 
-    shell.fan_out_now = holding_fan_out_now  # type: ignore[method-assign]
-    shell.fan_out_rest = held_fan_out_rest  # type: ignore[method-assign]
+    cell.fan_out_now = holding_fan_out_now  # type: ignore[method-assign]
+    cell.fan_out_rest = held_fan_out_rest  # type: ignore[method-assign]
     first = agent.prompt("one")
     wait_until(held.is_set)
     wait_until(lambda: not agent.state().is_running)

@@ -1,0 +1,238 @@
+"""AgentCell: what outlives each incarnation of an agent's actor (identity, subscriptions, end).
+
+A `transient` agent is restarted as a fresh `AgentActor`; the `Agent` handle, its open
+subscriptions and the options changed with `set_*` stay here, so callers keep one handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import pykka
+
+from agent_runtime._key import AgentKey
+from agent_runtime.abort import AbortSignal
+from agent_runtime.agent._host import AgentHost
+from agent_runtime.agent._options import AgentOptions
+from agent_runtime.agent._protocol import PruneSubscriptions
+from agent_runtime.agent._status import ActorStatus, RunProgress
+from agent_runtime.event_stream import Subscription
+from agent_runtime.event_stream._subscription import deliver, deliver_now
+from agent_runtime.events import Event
+from agent_runtime.messages import Message
+from supervisors import ExitReason, LoopFuture
+from supervisors._log import get_logger
+
+
+class CellRun(Protocol):
+    """What the cell knows of a run (`agent._run.AgentRun`)."""
+
+    @property
+    def signal(self) -> AbortSignal: ...
+    @property
+    def outcome(self) -> LoopFuture[Event]: ...
+    def crash(self, reason: str) -> None: ...
+
+
+class Incarnation(Protocol):
+    """What the cell and the handle know of an incarnation (`agent._actor.AgentActor`)."""
+
+    @property
+    def actor_ref(self) -> pykka.ActorRef[Any]: ...
+    @property
+    def run(self) -> CellRun | None: ...
+    def handle_now(self, message: Any) -> Any: ...
+    def on_loop_thread(self) -> bool: ...
+
+
+log = get_logger(__name__)
+
+SubscriptionRefs = tuple["weakref.ref[Subscription]", ...]
+
+
+class AgentCell:
+    """The agent between incarnations of its actor.
+
+    Owned by the runtime's event loop: every field is written on that loop's thread (by the
+    current actor, its run, or an exit heard of elsewhere and handed to the loop). Other
+    threads read only whole values published by one assignment: `ref`, `actor`, `stopped`,
+    `status` and `progress` (immutable snapshots, for `Runtime.tree()`), `subscriptions` (an
+    immutable tuple) and `incarnation` (a future set when the next incarnation is ready).
+    """
+
+    def __init__(
+        self,
+        key: AgentKey,
+        host: AgentHost,
+        options: AgentOptions,
+        parent: AgentCell | None,
+        loop: asyncio.AbstractEventLoop,
+        history: tuple[tuple[Message, ...], int] | None,
+    ) -> None:
+        self.key = key
+        self.host = host
+        self.options = options
+        self.parent = parent
+        self.loop = loop
+        self.handle: Any = None  # the Agent (typed Any: the handle module builds on this one)
+        self.ref: pykka.ActorRef[Any] | None = None
+        self.actor: Incarnation | None = None  # the current incarnation, once ready
+        self.child_ref: pykka.ActorRef[Any] | None = None  # what the subagents supervisor holds
+        self.subscriptions: SubscriptionRefs = ()
+        self.stopped = False
+        self.stop_reason = ""
+        self.runs: list[CellRun] = []  # started, their end not yet delivered; oldest first
+        self.last_task: asyncio.Task[None] | None = None  # of the newest run
+        self.status: ActorStatus | None = None  # None until the first incarnation started
+        self.progress: RunProgress | None = None
+        self.incarnations = 0  # actors started so far: a transient agent's restarts + 1
+        self.incarnation: LoopFuture[bool] = LoopFuture()  # set: a new one is ready (True)
+        # The actor's: (options, model, LoopConfig) built from them, reused while they stay.
+        self.loop_settings: tuple[Any, Any, Any] | None = None
+        self.preloaded = history  # the first incarnation's history, read by start_agent
+        self.children: weakref.WeakSet[AgentCell] = weakref.WeakSet()
+        self.log = log.bind(session=key.session, role=key.role, index=key.index)
+        if parent is not None:
+            parent.children.add(self)
+
+    # -- incarnations (on the loop) ---------------------------------------------------------------
+
+    def attach(self, actor: Incarnation) -> None:
+        """A new incarnation is ready to take calls."""
+        if self.stopped:
+            return
+        self.ref, self.actor = actor.actor_ref, actor
+        self.incarnations += 1
+        if self.incarnations > 1:
+            self.host.counters.restarted()
+        ready, self.incarnation = self.incarnation, LoopFuture()
+        ready.set(True)
+
+    def exited(self, actor: Incarnation, reason: ExitReason) -> None:
+        """The incarnation `actor` exited (on the loop): its run ends with it."""
+        if self.actor is actor:
+            self.actor = None
+        run = actor.run
+        if reason.abnormal:
+            self.log.error("agent.crashed", reason=str(reason))
+            if run is not None:
+                run.crash(str(reason))
+        if not reason.abnormal:
+            self.end("agent_stopped")
+        elif self.options.restart == "temporary":
+            self.end(f"agent_crashed: {reason}")
+
+    def on_loop(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the agent's loop: now when called there, else soon."""
+        if asyncio._get_running_loop() is self.loop:
+            fn()
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs there
+                self.loop.call_soon_threadsafe(fn)
+
+    # -- runs (on the loop) -----------------------------------------------------------------------
+
+    def run_started(self, run: CellRun) -> None:
+        self.runs.append(run)
+
+    def run_abandoned(self, run: CellRun) -> None:
+        """`run` never started (its task could not be made): nothing delivers its end."""
+        self.run_delivered(run)
+
+    def undelivered(self) -> CellRun | None:
+        """The newest run whose end is not delivered yet."""
+        return self.runs[-1] if self.runs else None
+
+    # -- the end (on the loop) --------------------------------------------------------------------
+
+    def end(self, reason: str) -> None:
+        """End the agent for good (idempotent): its run is aborted, and its subscriptions
+        close once the run's end was delivered (at once if no run is in flight)."""
+        if self.stopped:
+            return
+        self.stopped, self.stop_reason = True, reason
+        ready, self.incarnation = self.incarnation, LoopFuture()
+        ready.set(False)  # waiters for a restart: none comes
+        self.log.info("agent.ended", reason=reason)
+        for run in list(self.runs):
+            run.signal.abort(reason)
+        if not self.runs:
+            self.close_subscriptions()
+
+    def run_delivered(self, run: CellRun) -> None:
+        """`run`'s end reached the subscriptions: close them if the agent has ended and no
+        other run's end is still to come."""
+        with contextlib.suppress(ValueError):
+            self.runs.remove(run)
+        if self.stopped and not self.runs:
+            self.close_subscriptions()
+
+    def close_subscriptions(self) -> None:
+        refs, self.subscriptions = self.subscriptions, ()
+        for ref in refs:
+            sub = ref()
+            if sub is not None:
+                sub.stream.cancel(f"agent_stopped: {self.stop_reason}")
+
+    def live_subscriptions(self) -> list[weakref.ref[Subscription]]:
+        return [r for r in self.subscriptions if (s := r()) is not None and not s.closed]
+
+    def weak_subscription(self, sub: Subscription) -> weakref.ref[Subscription]:
+        """A weak reference to `sub` that, once `sub` is collected, has the current actor
+        drop the dead references."""
+
+        def collected(_: weakref.ref[Subscription]) -> None:
+            actor = self.actor
+            if actor is not None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    actor.actor_ref.tell(PruneSubscriptions())
+
+        return weakref.ref(sub, collected)
+
+    # -- fan-out (on the loop) --------------------------------------------------------------------
+
+    def fan_out_now(self, event: Event, terminal: bool) -> list[weakref.ref[Subscription]]:
+        """Deliver `event` (`terminal`: `is_terminal(event)`, asked once for every
+        subscription) to this agent's subscriptions, then to its ancestors' (delegation),
+        without waiting; returns those full `block` subscriptions that must be waited for
+        (`fan_out_rest`), in order. The common case, nobody full, costs no coroutine."""
+        full: list[weakref.ref[Subscription]] = []
+        cell: AgentCell | None = self
+        while cell is not None:
+            for ref in cell.subscriptions:
+                if deliver_now(ref, event, terminal) is None:
+                    full.append(ref)
+            cell = cell.parent
+        return full
+
+    async def fan_out_rest(self, full: list[weakref.ref[Subscription]], event: Event) -> None:
+        """Wait for each subscription `fan_out_now` found full to take `event`.
+
+        Only weak refs are held while a delivery waits, so a subscription dropped by its reader
+        is collected and closed, which ends the wait at once.
+        """
+        for ref in full:
+            await deliver(ref, event)
+
+    def push_now(self, event: Event) -> None:
+        """Hand `event` to every subscription without waiting (the loop is going away)."""
+        cell: AgentCell | None = self
+        while cell is not None:
+            for ref in cell.subscriptions:
+                sub = ref()
+                if sub is not None:
+                    sub.stream.push_async(event)
+            cell = cell.parent
+
+    def listened(self) -> bool:
+        """True when some subscription (its own or an ancestor's) may want its events."""
+        cell: AgentCell | None = self
+        while cell is not None:
+            if cell.subscriptions:
+                return True
+            cell = cell.parent
+        return False

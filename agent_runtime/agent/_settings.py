@@ -1,0 +1,65 @@
+"""The `LoopConfig` of an agent's run: its settings, validated once per change of options or
+model, plus the run's own values, copied in without validating again."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent_runtime.agent._cell import AgentCell
+from agent_runtime.llm.base import ChatModel
+from agent_runtime.loop import LoopConfig
+from agent_runtime.loop._output import OutputSpec
+
+
+def loop_config(
+    cell: AgentCell,
+    model: ChatModel,
+    run_id: str,
+    trace_links: Sequence[Any],
+    output: OutputSpec | None,
+) -> LoopConfig:
+    """The config of run `run_id` of the agent of `cell` (its callbacks are the run's to add).
+
+    `output` is this run's typed output; None takes the agent's default (`options.output`).
+    """
+    update: dict[str, Any] = {"trace_links": list(trace_links), "run_id": run_id}
+    if output is not None:
+        update["output"] = output
+    return _settings(cell, model).model_copy(update=update)
+
+
+def _settings(cell: AgentCell, model: ChatModel) -> LoopConfig:
+    options = cell.options
+    cached = cell.loop_settings
+    if cached is not None and cached[0] is options and cached[1] is model:
+        config: LoopConfig = cached[2]
+        return config
+    level = options.thinking_level
+    host = cell.host
+
+    def spawn(role: str, **spawn_options: Any) -> Any:
+        # `ToolContext.spawn`, called by the run's tools (on a tool_tasks thread).
+        return host.spawn_subagent(cell.handle, role, spawn_options)
+
+    config = LoopConfig(
+        model,
+        max_tool_concurrency=options.max_tool_concurrency,
+        max_tool_turns=options.max_tool_turns,
+        tool_timeout=options.tool_timeout,
+        retry=options.retry,
+        abort_grace=options.abort_grace,
+        tool_choice=options.tool_choice,
+        temperature=options.temperature,
+        max_output_tokens=options.max_output_tokens,
+        transform_context=options.context_transform,
+        spawner=spawn,
+        reasoning=None if level == "off" else level,
+        agent=cell.key,
+        runtime=host,
+        run_sync=host.run_sync,
+        guardrails=options.guardrails or (),
+        output=options.output,
+    )
+    cell.loop_settings = (options, model, config)
+    return config

@@ -1,0 +1,58 @@
+"""An agent's storage work, done off the event loop: on the caller's thread at start, else on
+the session writer's threads, in the session's order (`SessionWriter.submit`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent_runtime._key import AgentKey
+from agent_runtime.agent._history import pending_prompt_key, repaired, with_pending_prompt
+from agent_runtime.memory import MemoryPolicy, SessionMemory, window
+from agent_runtime.messages import Message
+from agent_runtime.templates import PromptTemplates, Template
+
+History = tuple[tuple[Message, ...], int]
+"""An agent's history as read from its session: its messages and the stored sequence."""
+
+
+def read_history(
+    memory: SessionMemory, key: AgentKey, policy: MemoryPolicy, reason: str
+) -> History:
+    """The history an incarnation starts from: the session's, within the policy's window,
+    then the prompt the agent had accepted whose turn never committed, with every call
+    left unpaired answered `outcome="unknown"`; empty when the policy does not read."""
+    if not policy.read:
+        return (), 0
+    history = memory.history(key.session)
+    messages = window(history.messages, policy.last_n, policy.max_bytes)
+    if policy.write:
+        pending = memory.kv(key.session).get(pending_prompt_key(key.role, key.index))
+        messages = with_pending_prompt(messages, pending, reason)
+    return tuple(repaired(messages, reason)), history.sequence
+
+
+def prepare_run(
+    memory: SessionMemory,
+    key: AgentKey,
+    prompts: Sequence[Message] | None,
+    since: int | None,
+    template: Template | None,
+) -> tuple[str | None, Any]:
+    """A run's storage work before its first model call, in one go: render its `template`
+    system prompt (a TemplateError is raised before anything is written), keep its prompt
+    (`prompts`, when its policy writes) until its turn commits, and read what the
+    session's other agents committed since `since` (when its policy reads).
+
+    Returns the rendered prompt (None without a template) and the changes (None without
+    `since`)."""
+    rendered = None if template is None else PromptTemplates.of(memory).render(template)
+    if prompts:
+        kept = [m.model_dump(mode="json") for m in prompts]
+        memory.kv(key.session).put(pending_prompt_key(key.role, key.index), kept)
+    return rendered, None if since is None else memory.changes(key.session, since)
+
+
+def forget_prompt(memory: SessionMemory, key: AgentKey) -> None:
+    """The turn of the kept prompt committed: it is in the session's history now."""
+    memory.kv(key.session).delete(pending_prompt_key(key.role, key.index))
