@@ -91,9 +91,18 @@ class AgentConfig(_Section):
     max_tool_turns: int = Field(25, ge=1)
     tool_timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
     abort_grace: float = Field(0.25, ge=0, allow_inf_nan=False)
-    follow_up_poll: float = Field(0.05, ge=0, allow_inf_nan=False)
     thinking_level: ThinkingLevel = "off"
     restart: Literal["temporary", "transient"] = "temporary"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "follow_up_poll" in data:
+            raise ValueError(
+                "follow_up_poll was removed in 0.2: a follow-up never starts a run of its own "
+                "(one sent once a run is ending waits for the next prompt's run); delete the key"
+            )
+        return data
 
 
 class RetryConfig(_Section):

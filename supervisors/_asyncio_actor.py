@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import collections.abc
+import contextlib
 import queue
 import sys
 import threading
@@ -178,7 +179,8 @@ class LoopFuture(pykka.Future[T]):
                     if not waiter.done():
                         waiter.set_result(None)
                 else:
-                    loop.call_soon_threadsafe(_resolve, waiter)
+                    with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits
+                        loop.call_soon_threadsafe(_resolve, waiter)
 
             with _waiters_lock:
                 pending = self._result is None

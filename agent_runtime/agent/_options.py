@@ -19,6 +19,10 @@ from agent_runtime.templates import Template
 from agent_runtime.tools import Tool, ToolRegistry, check_unique
 
 Restart = Literal["temporary", "transient"]
+FOLLOW_UP_POLL_REMOVED = (
+    "follow_up_poll was removed in 0.2: a follow-up never starts a run of its own (one sent "
+    "once a run is ending waits for the next prompt's run); drop the option"
+)
 _TOOL_CHOICE_MODES = ("auto", "none", "required")
 
 
@@ -71,7 +75,6 @@ class AgentOptions(BaseModel):
     thinking_level: ThinkingLevel = "off"
     tool_registry: ToolRegistry | None = None
     abort_grace: float = Field(0.25, ge=0, strict=True, allow_inf_nan=False)
-    follow_up_poll: float = Field(0.05, ge=0, strict=True, allow_inf_nan=False)
     tool_choice: str | None = Field(None, strict=True, min_length=1)
     temperature: float | None = Field(None, ge=0, strict=True, allow_inf_nan=False)
     max_output_tokens: int | None = Field(None, ge=1, strict=True)
@@ -218,6 +221,8 @@ class AgentOptions(BaseModel):
                 the wrong type (named).
             ValueError: a value out of range or not among the allowed ones (named).
         """
+        if "follow_up_poll" in options:
+            raise TypeError(FOLLOW_UP_POLL_REMOVED)
         unknown = sorted(set(options) - set(cls.model_fields))
         if unknown:
             raise TypeError(
@@ -232,7 +237,6 @@ class AgentOptions(BaseModel):
             "max_tool_turns": agent.max_tool_turns,
             "tool_timeout": agent.tool_timeout,
             "abort_grace": agent.abort_grace,
-            "follow_up_poll": agent.follow_up_poll,
             "thinking_level": agent.thinking_level,
             "restart": agent.restart,
             "retry": RetryPolicy(**retry.model_dump()),

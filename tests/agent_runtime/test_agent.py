@@ -44,7 +44,7 @@ from agent_runtime.events import (
 from agent_runtime.llm import ChatRequest, ProviderError
 from agent_runtime.loop import RetryPolicy, validate_transcript
 from agent_runtime.memory import MemoryPolicy
-from agent_runtime.messages import Message, ToolCall, ToolResultMessage, UserMessage
+from agent_runtime.messages import ToolCall, ToolResultMessage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, ToolContext, tool
 from supervisors import kill

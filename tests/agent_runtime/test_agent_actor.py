@@ -12,15 +12,15 @@ import structlog
 
 from agent_runtime import (
     AgentBusy,
-    AgentKey,
     AgentStopped,
     RunFailed,
     Runtime,
 )
-from agent_runtime.agent import AgentOptions, _actor, _driver
+from agent_runtime.agent import AgentOptions, _actor
 from agent_runtime.agent._history import repaired
+from agent_runtime.agent._run import AgentRun
 from agent_runtime.config import RuntimeConfig
-from agent_runtime.events import AgentEnd, Canceled, Error, Event, MessageUpdate, ToolExecutionStart
+from agent_runtime.events import AgentEnd, Error, Event, MessageUpdate, ToolExecutionStart
 from agent_runtime.llm import ProviderError
 from agent_runtime.loop import RetryPolicy, validate_transcript
 from agent_runtime.memory import InMemoryStore, MemoryAdded, MemoryPolicy, SessionMemory
@@ -76,7 +76,7 @@ def test_an_exception_in_a_handler_crashes_the_actor_and_ends_a_temporary_agent(
     ref = agent.ref
     sub = agent.subscribe()
     with pytest.raises(RuntimeError, match="registry broke"):
-        agent.run("go")  # the idle agent's start was not waited for: its outcome carries it
+        agent.run("go")  # a bug in the start: raised to the caller, and the actor crashes
     wait_until(lambda: not ref.is_alive())
     reason = exit_reason(ref)
     assert reason is not None and reason.kind == "crash" and "registry broke" in reason.detail
@@ -84,24 +84,7 @@ def test_an_exception_in_a_handler_crashes_the_actor_and_ends_a_temporary_agent(
     assert not agent.alive
     with pytest.raises(AgentStopped):
         agent.state()
-    # closed, after the end of the run that never started
-    assert [(type(e), e.reason) for e in sub] == [  # type: ignore[attr-defined]
-        (Canceled, "not_started: RuntimeError: registry broke")
-    ]
-
-
-@pytest.fixture
-def crash_on(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """crash_on(key, what): the actor of `key` raises after handling message `what`."""
-    targets: set[tuple[AgentKey, str]] = set()
-
-    def hook(key: AgentKey, what: str, _thread: int) -> None:
-        if (key, what) in targets:
-            targets.discard((key, what))
-            raise RuntimeError(f"injected fault at {what}")
-
-    monkeypatch.setattr(_actor, "mutation_hook", hook)
-    return lambda key, what: targets.add((AgentKey.of(key), what))
+    assert list(sub) == []  # closed with the agent: no run had started
 
 
 def slow_tool_agent(runtime: Runtime, key: tuple[str, str, int], **options: Any) -> Any:
@@ -119,14 +102,21 @@ def slow_tool_agent(runtime: Runtime, key: tuple[str, str, int], **options: Any)
 
 
 def test_a_crash_while_applying_a_runs_events_ends_that_run_with_agent_crashed(
-    runtime: Runtime, crash_on: Any
+    runtime: Runtime,
 ) -> None:
-    agent, _gate = slow_tool_agent(runtime, ("s", "main", 0))
-    crash_on(("s", "main", 0), "tool_started")
+    @tool
+    def crash_my_agent(ctx: ToolContext) -> str:
+        """Kills the actor of the agent that called it, mid-run."""
+        kill(ctx.runtime.registry.lookup(ctx.agent_key).ref, "crash: RuntimeError: injected fault")
+        return "never seen"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[call("w", "crash_my_agent")]), "after"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[crash_my_agent])
     sub = agent.subscribe()
     with pytest.raises(RunFailed) as failed:
         agent.run("go", timeout=5)
-    assert failed.value.reason.startswith("agent_crashed: crash: RuntimeError: injected fault")
+    assert failed.value.reason.startswith("agent_crashed: ")
+    assert "injected fault" in failed.value.reason
     events = list(sub)  # the temporary agent is gone, so its subscription ends
     assert isinstance(events[-1], Error) and events[-1].reason == failed.value.reason
     assert runtime.registry.lookup(("s", "main", 0)) is None
@@ -209,20 +199,12 @@ def test_the_fourth_crash_within_max_seconds_ends_that_agent_alone(runtime: Runt
 # -- one owner ----------------------------------------------------------------------------------
 
 
-def test_only_the_actor_thread_changes_an_agents_state(
-    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    seen: dict[AgentKey, set[int]] = {}
-    lock = threading.Lock()
-
-    def hook(key: AgentKey, _what: str, thread: int) -> None:
-        with lock:
-            seen.setdefault(key, set()).add(thread)
-
-    monkeypatch.setattr(_actor, "mutation_hook", hook)
+def test_calls_from_many_threads_are_each_applied_once_in_order(runtime: Runtime) -> None:
+    # The state has one owner: calls from four threads at once, while a run goes on, are
+    # each applied exactly once and in each caller's order (nothing lost, nothing twice).
     model = ScriptedModel(
         [ScriptedTurn(tool_calls=[call(f"e{i}", "echo", text=str(i))]) for i in range(20)]
-        + ["done"] * 40
+        + ["done"] * 100
     )
     agent = runtime.start_agent(("s", "main", 0), model=model, tools=[echo])
     agent.prompt("go")
@@ -239,10 +221,16 @@ def test_only_the_actor_thread_changes_an_agents_state(
         t.start()
     for t in threads:
         t.join(10)
-    agent.wait_for_idle(timeout=10)
-    (threads_seen,) = seen.values()
-    assert len(threads_seen) == 1
-    assert threads_seen.isdisjoint({t.ident for t in threads} | {threading.get_ident()})
+    agent.wait_for_idle(timeout=30)
+    state = agent.state()
+    users = [m.text for m in state.messages if isinstance(m, UserMessage)]
+    queued = texts(state.steering_queue) + texts(state.follow_up_queue)
+    for kind in ("steer", "follow"):
+        for n in range(4):
+            sent = [f"{kind} {n}.{i}" for i in range(10)]
+            seen = [t for t in users + queued if t in sent]
+            assert seen == sent  # each once, in the caller's order
+    assert state.system_prompt.startswith("prompt ")
 
 
 # -- the semantic fixes -------------------------------------------------------------------------
@@ -262,7 +250,7 @@ def test_a_system_prompt_travels_with_its_message(runtime: Runtime) -> None:
 
 def test_a_follow_up_to_an_idle_agent_only_queues(runtime: Runtime) -> None:
     model = ScriptedModel(["one", "two", "three"])
-    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=0.0)
+    agent = runtime.start_agent(("s", "main", 0), model=model)
     agent.run("go", timeout=5)
     agent.follow_up("later")
     state = agent.state()
@@ -272,21 +260,11 @@ def test_a_follow_up_to_an_idle_agent_only_queues(runtime: Runtime) -> None:
     assert texts(agent.state().messages) == ["go", "one", "now", "two", "later", "three"]
 
 
-def test_a_follow_up_right_after_a_run_that_ended_well_starts_a_run(runtime: Runtime) -> None:
-    model = ScriptedModel(["one", "two"])
-    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=30.0)
-    agent.run("go", timeout=5)
-    agent.follow_up("more")
-    assert agent.state().is_running or model.call_count == 2
-    agent.wait_for_idle(timeout=5)
-    assert texts(agent.state().messages) == ["go", "one", "more", "two"]
-
-
 def test_a_follow_up_after_a_failed_run_starts_nothing_and_keeps_the_error(
     runtime: Runtime,
 ) -> None:
     model = ScriptedModel([ScriptedTurn(error=ProviderError("down")), "never"])
-    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=30.0, retry=NO_RETRY)
+    agent = runtime.start_agent(("s", "main", 0), model=model, retry=NO_RETRY)
     with pytest.raises(RunFailed):
         agent.run("go", timeout=5)
     agent.follow_up("again")
@@ -298,7 +276,7 @@ def test_a_follow_up_after_a_failed_run_starts_nothing_and_keeps_the_error(
 
 def test_a_follow_up_after_an_aborted_run_starts_nothing(runtime: Runtime) -> None:
     model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=30.0), "never"])
-    agent = runtime.start_agent(("s", "main", 0), model=model, follow_up_poll=30.0)
+    agent = runtime.start_agent(("s", "main", 0), model=model)
     sub = agent.subscribe()
     agent.prompt("go")
     wait_until(lambda: model.call_count == 1)
@@ -354,7 +332,7 @@ def test_start_agent_without_a_model_says_how_to_give_one(runtime: Runtime) -> N
         ({"tool_timeout": "5"}, ValueError, "tool_timeout"),
         ({"abort_grace": -1}, ValueError, "abort_grace"),
         ({"abort_grace": float("inf")}, ValueError, "abort_grace.*finite"),
-        ({"follow_up_poll": float("nan")}, ValueError, "follow_up_poll"),
+        ({"follow_up_poll": 0.05}, TypeError, "follow_up_poll.*removed"),
         ({"system_prompt": 123}, TypeError, "system_prompt must be a str, not int"),
         ({"system_prompt": b"be brief"}, TypeError, "system_prompt must be a str, not bytes"),
         ({"model": ScriptedModel}, TypeError, "ChatModel instance, not the class ScriptedModel"),
@@ -447,7 +425,7 @@ def test_a_run_that_fails_to_start_holds_no_subscription_open(
     def broken(*_args: object) -> None:
         raise ValueError("the loop refused the settings")
 
-    monkeypatch.setattr(_actor, "launch_run", broken)
+    monkeypatch.setattr(_actor, "loop_config", broken)
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]))
     sub = agent.subscribe()
     with pytest.raises(ValueError, match="the loop refused the settings"):
@@ -455,10 +433,6 @@ def test_a_run_that_fails_to_start_holds_no_subscription_open(
     # The unexpected failure crashes the (temporary) agent; the run that never started ends
     # its readers' wait, and no run is left to wait for, so the subscription closes with the
     # agent instead of waiting for an end that never comes.
-    ended = list(sub.until_end(timeout=5))
-    assert [e.reason for e in ended] == [  # type: ignore[attr-defined]
-        "not_started: ValueError: the loop refused the settings"
-    ]
     assert list(sub.until_end(timeout=5)) == []
     assert sub.closed
 
@@ -466,16 +440,16 @@ def test_a_run_that_fails_to_start_holds_no_subscription_open(
 def test_a_restarted_agent_after_a_run_that_failed_to_start_takes_prompts_and_stops_cleanly(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    launch = _actor.launch_run
+    settings = _actor.loop_config
     failures = iter([ValueError("once")])
 
-    def fails_once(*args: Any) -> None:
+    def fails_once(*args: Any) -> Any:
         failure = next(failures, None)
         if failure is not None:
             raise failure
-        launch(*args)
+        return settings(*args)
 
-    monkeypatch.setattr(_actor, "launch_run", fails_once)
+    monkeypatch.setattr(_actor, "loop_config", fails_once)
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["x"]), restart="transient")
     sub = agent.subscribe()
     crashed = agent.ref
@@ -587,12 +561,15 @@ def test_a_caller_that_stops_waiting_never_crashes_the_agent(
 ) -> None:
     busy = threading.Event()
 
-    def slow_state(key: AgentKey, what: str, _thread: int) -> None:
-        if what == "state" and not busy.is_set():
+    state = _actor._HANDLERS[_actor.GetState]
+
+    def slow_state(actor: Any, message: Any) -> Any:
+        if not busy.is_set():
             busy.set()
             threading.Event().wait(0.3)  # the actor is busy answering someone else
+        return state(actor, message)
 
-    monkeypatch.setattr(_actor, "mutation_hook", slow_state)
+    monkeypatch.setitem(_actor._HANDLERS, _actor.GetState, slow_state)
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["late"]))
     ref = agent.ref
     waiter = threading.Thread(target=agent.state)
@@ -611,18 +588,18 @@ def test_a_caller_that_stops_waiting_never_crashes_the_agent(
 
 
 def test_a_failing_driver_stops_its_run(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    apply = _driver.RunDriver._apply
+    apply = AgentRun._apply
 
-    def broken(self: _driver.RunDriver, event: Event) -> None:
+    def broken(self: AgentRun, event: Event) -> None:
         if isinstance(event, ToolExecutionStart):
             raise RuntimeError("driver bug")
         apply(self, event)
 
-    monkeypatch.setattr(_driver.RunDriver, "_apply", broken)
+    monkeypatch.setattr(AgentRun, "_apply", broken)
     turns = [ScriptedTurn(tool_calls=[call(f"c{i}", "echo", text="x")]) for i in range(40)]
     model = ScriptedModel([*turns, "end"])
     agent = runtime.start_agent(("s", "main", 0), model=model, tools=[echo])
-    with pytest.raises(RunFailed, match="agent_crashed: driver: RuntimeError: driver bug"):
+    with pytest.raises(RunFailed, match="agent_crashed: run: RuntimeError: driver bug"):
         agent.run("go", timeout=5)
     wait_until(lambda: runtime.loop_tasks.active() == 0, what="the run's loop task ended")
     assert model.call_count < 5
