@@ -41,7 +41,8 @@ AgentRuntimeError
 │   └── TemplateParameterMissing (KeyError)
 ├── WorkflowError                   [workflows] (drawn with its facts in workflows/_errors.py)
 │   └── InvalidWorkflow (TypeError), UnknownStep (ValueError), WorkflowNotFound (KeyError),
-│       WorkflowExists, WorkflowNotPaused, WorkflowFinished, StepTimeout (TimeoutError)
+│       WorkflowExists, WorkflowNotPaused, WorkflowFinished, StepTimeout (TimeoutError),
+│       InvalidState (TypeError), WorkflowCorrupt, LeaseLost
 ├── NodeLost                        [cluster] the node holding an agent is gone
 └── ClusterUnavailable (ImportError)  [cluster] Ray is not installed
 ```

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agent_runtime._semconv import GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL
 from agent_runtime.llm.types import ChatRequest
 from agent_runtime.messages import ToolResultMessage
 from agent_runtime.telemetry import meter
@@ -60,7 +61,7 @@ class StreamFallbacks:
 
     def __init__(self, provider: str, model: str) -> None:
         self._shapes: set[Shape] = set()
-        self._attributes = {"gen_ai.system": provider, "gen_ai.request.model": model}
+        self._attributes = {GEN_AI_PROVIDER_NAME: provider, GEN_AI_REQUEST_MODEL: model}
 
     def learned(self, shape: Shape | None) -> bool:
         """Whether requests of `shape` go without streaming (noting the use if so)."""
@@ -81,8 +82,8 @@ class StreamFallbacks:
         choice, after_tool_result = shape
         log.debug(
             _EVENTS[event],
-            provider=self._attributes["gen_ai.system"],
-            model=self._attributes["gen_ai.request.model"],
+            provider=self._attributes[GEN_AI_PROVIDER_NAME],
+            model=self._attributes[GEN_AI_REQUEST_MODEL],
             tool_choice=choice or None,
             after_tool_result=after_tool_result,
         )
