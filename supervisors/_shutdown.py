@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pykka
+from pykka import messages as pykka_messages
 
 from supervisors._actor import ReportsExit, actor_of, exit_reason, kill, reports_exit
 from supervisors._asyncio_actor import AsyncioActor
@@ -95,12 +96,21 @@ def shutdown_child(child_id: str, ref: pykka.ActorRef[Any], shutdown: Shutdown) 
     if isinstance(actor, AsyncioActor) and actor.on_loop_thread():
         actor.stop_now()  # on its own loop: waiting for a stop message would hold the loop
         return True
-    try:
-        future = ref.stop(block=False)
-    except pykka.ActorDeadError:
-        return True
     timeout = None if shutdown == "infinity" else float(shutdown)
     try:
+        if isinstance(actor, AsyncioActor):  # its LoopFuture, waited for on this thread even
+            future: Any = ref.ask(pykka_messages._ActorStop(), block=False)  # if it runs a loop
+            if not future.wait(timeout):
+                raise pykka.Timeout(f"{timeout} seconds")
+        else:
+            future = ref.stop(block=False)
+    except pykka.ActorDeadError:
+        return True
+    except pykka.Timeout:
+        future = None
+    try:
+        if future is None:
+            raise pykka.Timeout(f"{timeout} seconds")
         future.get(timeout=timeout)
         return True
     except pykka.Timeout:

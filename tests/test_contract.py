@@ -661,9 +661,9 @@ def test_root_children_in_design_order(runtime: Runtime) -> None:
     assert ids_of(runtime.supervisor) == [
         "abort_table",
         "registry",
-        "subagents",
         "loop_tasks",
         "tool_tasks",
+        "subagents",
     ]
 
 
@@ -1528,15 +1528,14 @@ def test_queued_steering_and_follow_ups_survive_an_abort(runtime: Runtime) -> No
 
 
 def test_a_follow_up_sent_just_as_a_run_ends_is_not_stranded(runtime: Runtime) -> None:
-    agent = runtime.start_agent(("s", "r", 0), model=ScriptedModel(["first", "second"]))
+    # It starts no run of its own: it waits, queued, for the run the next prompt starts.
+    agent = runtime.start_agent(("s", "r", 0), model=ScriptedModel(["first", "second", "third"]))
     agent.run("go", timeout=3)
-    agent.follow_up("one more")  # within the 50 ms long-poll of the run that just ended
-
-    def answered() -> bool:
-        state = agent.state()
-        return not state.is_running and state.messages[-1].text == "second"
-
-    wait_until(answered, timeout=3)
+    agent.follow_up("one more")
+    agent.wait_for_idle(timeout=3)
+    assert [m.text for m in agent.state().follow_up_queue] == ["one more"]  # type: ignore[union-attr]
+    result = agent.run("next", timeout=3)
+    assert [m.text for m in result.new_messages] == ["next", "second", "one more", "third"]  # type: ignore[union-attr]
 
 
 def test_abort_reaches_the_retry_backoff(runtime: Runtime) -> None:

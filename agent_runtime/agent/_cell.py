@@ -127,12 +127,15 @@ class AgentCell:
             self.end(f"agent_crashed: {reason}")
 
     def on_loop(self, fn: Callable[[], None]) -> None:
-        """Run `fn` on the agent's loop: now when called there, else soon."""
+        """Run `fn` on the agent's loop: now when called there, else soon; now on the
+        calling thread when the loop is closed (it died: nothing else runs there again)."""
         if asyncio._get_running_loop() is self.loop:
             fn()
-        else:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs there
-                self.loop.call_soon_threadsafe(fn)
+            return
+        try:
+            self.loop.call_soon_threadsafe(fn)
+        except RuntimeError:
+            fn()
 
     # -- runs (on the loop) -----------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ turn commits (`pending_prompt_key`, `with_pending_prompt`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 from agent_runtime.messages import (
@@ -123,12 +124,14 @@ class RunTranscript:
 
 # -- a prompt accepted is a prompt kept ---------------------------------------------------------
 
-PENDING_PROMPT = "agent_runtime.pending_prompt"
+PENDING_PROMPTS = "agent_runtime.pending_prompts"
+"""The reserved session whose key-value state keeps each agent's accepted prompt until its
+turn commits (no history of its own; out of the sessions' own state)."""
 
 
-def pending_prompt_key(role: str, index: int) -> str:
-    """The session-state key under which an agent's prompt is kept until its turn commits."""
-    return f"{PENDING_PROMPT}:{role}:{index}"
+def pending_prompt_key(session: str, role: str, index: int) -> str:
+    """The key under which the agent `(session, role, index)` keeps its pending prompt."""
+    return json.dumps([session, role, index])
 
 
 def with_pending_prompt(messages: list[Message], pending: object, reason: str) -> list[Message]:

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_runtime._key import AgentKey
-from agent_runtime.agent._history import pending_prompt_key, repaired, with_pending_prompt
+from agent_runtime.agent._history import (
+    PENDING_PROMPTS,
+    pending_prompt_key,
+    repaired,
+    with_pending_prompt,
+)
 from agent_runtime.memory import MemoryPolicy, SessionMemory, window
 from agent_runtime.messages import Message
 from agent_runtime.templates import PromptTemplates, Template
@@ -27,7 +32,7 @@ def read_history(
     history = memory.history(key.session)
     messages = window(history.messages, policy.last_n, policy.max_bytes)
     if policy.write:
-        pending = memory.kv(key.session).get(pending_prompt_key(key.role, key.index))
+        pending = memory.kv(PENDING_PROMPTS).get(pending_prompt_key(*key))
         messages = with_pending_prompt(messages, pending, reason)
     return tuple(repaired(messages, reason)), history.sequence
 
@@ -49,10 +54,10 @@ def prepare_run(
     rendered = None if template is None else PromptTemplates.of(memory).render(template)
     if prompts:
         kept = [m.model_dump(mode="json") for m in prompts]
-        memory.kv(key.session).put(pending_prompt_key(key.role, key.index), kept)
+        memory.kv(PENDING_PROMPTS).put(pending_prompt_key(*key), kept)
     return rendered, None if since is None else memory.changes(key.session, since)
 
 
 def forget_prompt(memory: SessionMemory, key: AgentKey) -> None:
     """The turn of the kept prompt committed: it is in the session's history now."""
-    memory.kv(key.session).delete(pending_prompt_key(key.role, key.index))
+    memory.kv(PENDING_PROMPTS).delete(pending_prompt_key(*key))

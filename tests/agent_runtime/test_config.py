@@ -24,7 +24,6 @@ def test_design_defaults_are_the_model_defaults() -> None:
     assert (config.agent.max_tool_concurrency, config.agent.max_tool_turns) == (8, 25)
     assert config.agent.tool_timeout is None
     assert config.agent.abort_grace == 0.25
-    assert config.agent.follow_up_poll == 0.05
     assert (config.agent.steering_mode, config.agent.follow_up_mode) == (
         "one_at_a_time",
         "one_at_a_time",
@@ -193,7 +192,7 @@ def test_an_empty_memory_path_is_rejected_at_load(tmp_path: Path, value: str) ->
         load_config(path, env={})
 
 
-@pytest.mark.parametrize("key", ["abort_grace", "tool_timeout", "follow_up_poll"])
+@pytest.mark.parametrize("key", ["abort_grace", "tool_timeout"])
 def test_agent_seconds_must_be_finite(tmp_path: Path, key: str) -> None:
     path = tmp_path / "runtime.toml"
     path.write_text(f"[agent]\n{key} = inf\n")  # TOML has inf and nan literals

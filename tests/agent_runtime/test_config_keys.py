@@ -25,6 +25,7 @@ from structlog.testing import capture_logs
 
 from agent_runtime import (
     AgentStopped,
+    ConfigError,
     MemoryStoreError,
     RunFailed,
     Runtime,
@@ -439,24 +440,9 @@ def test_abort_grace_is_how_long_an_aborted_run_waits_for_its_tool(
         assert end.result.details is not None and end.result.details["outcome"] == "unknown"
 
 
-@pytest.mark.parametrize(("poll", "starts"), [("0", False), ("60", True)])
-@covers("agent.follow_up_poll")
-def test_follow_up_poll_is_the_window_in_which_a_late_follow_up_starts_a_run(
-    poll: str, starts: bool
-) -> None:
-    with started(agent__follow_up_poll=poll) as runtime:
-        model = ScriptedModel(["first", "second"])
-        agent = runtime.start_agent(("s", "main", 0), model=model)
-        agent.run("go", timeout=5)
-        agent.follow_up("late")
-        if starts:
-            wait_until(lambda: model.call_count == 2)
-            agent.wait_for_idle(timeout=5)
-            assert agent.state().follow_up_queue == []
-        else:
-            state = agent.state()
-            assert [m.text for m in state.follow_up_queue] == ["late"]  # type: ignore[attr-defined]
-            assert not state.is_running and model.call_count == 1
+def test_the_removed_follow_up_poll_key_is_refused_naming_the_removal() -> None:
+    with pytest.raises(ConfigError, match="follow_up_poll was removed"):
+        load_config(env={"AGENT_RUNTIME_AGENT__FOLLOW_UP_POLL": "0.05"})
 
 
 @covers("agent.thinking_level")

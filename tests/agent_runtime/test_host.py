@@ -56,7 +56,7 @@ def test_astart_runs_the_start_off_the_host_loop(monkeypatch: pytest.MonkeyPatch
 def test_async_with_astart_stops_the_runtime_on_exit() -> None:
     async def main() -> Runtime:
         async with Runtime.astart(CONFIG) as runtime:
-            agent = runtime.start_agent(("s", "a", 0), model=ScriptedModel(["hello"]))
+            agent = await runtime.astart_agent(("s", "a", 0), model=ScriptedModel(["hello"]))
             assert (await agent.arun("hi", timeout=10)).text == "hello"
         return runtime
 

@@ -19,7 +19,6 @@ from agent_runtime import (
     TreeNode,
     delegate,
 )
-from agent_runtime.agent import _actor
 from agent_runtime.agent._status import ActorStatus, RunProgress, activity
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.llm import InvalidRequestError, RateLimitError
@@ -129,26 +128,22 @@ def test_a_stopped_runtime_has_a_dead_root_and_no_agents(runtime: Runtime) -> No
 
 
 def test_the_tree_answers_while_the_agents_actor_is_busy(
-    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, gate: threading.Event
+    runtime: Runtime, gate: threading.Event
 ) -> None:
-    agent = runtime.start_agent(KEY, model=ScriptedModel(["a"]))
+    runtime.start_agent(KEY, model=ScriptedModel(["a"]))
     stuck = threading.Event()
     waited_out = threading.Event()
 
-    def busy(key: AgentKey, what: str, _thread: int) -> None:
-        if what == "set_system_prompt" and not stuck.is_set():
-            stuck.set()
-            if not gate.wait(30):
-                waited_out.set()
+    def busy() -> None:  # holds the loop, so the agent's actor, inside a callback
+        stuck.set()
+        if not gate.wait(30):
+            waited_out.set()
 
-    monkeypatch.setattr(_actor, "mutation_hook", busy)
-    setter = threading.Thread(target=agent.set_system_prompt, args=("new",))
-    setter.start()
-    assert stuck.wait(5)  # the actor's thread is held inside a handler now
+    runtime.loop_tasks.loop.call_soon_threadsafe(busy)
+    assert stuck.wait(5)
     status = status_of(runtime)  # would wait for the actor if it asked it
     runtime.stats()
     gate.set()
-    setter.join(10)
     assert not waited_out.is_set()
     assert (status.status, status.activity) == ("idle", "idle")
 

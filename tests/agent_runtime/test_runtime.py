@@ -34,9 +34,9 @@ def test_root_children_in_contract_order(runtime: Runtime) -> None:
     assert [c.id for c in children] == [
         "abort_table",
         "registry",
-        "subagents",
         "loop_tasks",
         "tool_tasks",
+        "subagents",
     ]
     assert all(c.alive for c in children)
     assert next(c for c in children if c.id == "subagents").type == "supervisor"

@@ -80,10 +80,10 @@ def test_runs_racing_a_stop_end_or_fail_and_never_hang(runtime: Runtime) -> None
         sub = agent.subscribe()
         outcomes: list[object] = []
 
-        def run(agent: object = agent) -> None:
+        def run(agent: object = agent, outcomes: list[object] = outcomes) -> None:
             try:
                 outcomes.append(agent.run("hi", timeout=10))  # type: ignore[attr-defined]
-            except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+            except BaseException as exc:
                 outcomes.append(exc)
 
         runner = threading.Thread(target=run)
@@ -92,9 +92,11 @@ def test_runs_racing_a_stop_end_or_fail_and_never_hang(runtime: Runtime) -> None
         runner.join(10)
         assert not runner.is_alive()
         (outcome,) = outcomes
-        assert not isinstance(outcome, BaseException) or isinstance(
-            outcome, AgentStopped | AgentBusy
-        ) or type(outcome).__name__ == "RunCanceled", outcome
+        assert (
+            not isinstance(outcome, BaseException)
+            or isinstance(outcome, AgentStopped | AgentBusy)
+            or type(outcome).__name__ == "RunCanceled"
+        ), outcome
         ends = [e for e in sub if isinstance(e, AgentEnd | Canceled)]  # then it closes
         assert len(ends) <= 1
 

@@ -16,7 +16,7 @@ from agent_runtime import (
     TemplateParameterMissing,
 )
 from agent_runtime.config import RuntimeConfig
-from agent_runtime.testing import ScriptedModel, wait_until
+from agent_runtime.testing import ScriptedModel
 
 
 @pytest.fixture
@@ -80,21 +80,22 @@ def test_a_prompt_of_another_type_is_refused(runtime: Runtime) -> None:
         runtime.start_agent(("s", "main", 0), model=ScriptedModel([]), system_prompt=3)
 
 
-def test_a_follow_up_whose_template_fails_stays_queued(runtime: Runtime) -> None:
+def test_a_run_whose_template_fails_keeps_its_queued_follow_up(runtime: Runtime) -> None:
     runtime.templates.update("greeter", "v1")
     model = ScriptedModel(["first", "second", "third"])
     agent = runtime.start_agent(("s", "main", 0), model=model, system_prompt=Template("greeter"))
     agent.run("hi", timeout=30)
     runtime.templates.delete("greeter")
     agent.follow_up("later")
-    wait_until(lambda: agent.state().error is not None, timeout=10)
+    with pytest.raises(TemplateNotFound, match="'greeter'"):
+        agent.run("fails", timeout=30)
     state = agent.state()
     assert "'greeter'" in (state.error or "") and len(state.follow_up_queue) == 1
     runtime.templates.update("greeter", "v2")
     agent.run("now", timeout=30)
-    wait_until(lambda: model.call_count == 3 and not agent.state().is_running, timeout=10)
     texts = [m.text for r in model.requests for m in r.messages if m.role == "user"]
     assert "later" in texts and agent.state().follow_up_queue == []
+    assert model.call_count == 3
 
 
 def test_template_errors_are_agent_runtime_errors() -> None:

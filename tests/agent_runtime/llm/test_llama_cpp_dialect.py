@@ -354,6 +354,8 @@ def test_learned_and_used_fallbacks_are_counted() -> None:
         """.replace("REQUEST", repr(AUTO_AFTER_A_TOOL_CALL.model_dump_json()))
     )
     metric = "agent_runtime.llm.stream_fallbacks"
-    (learned,) = captured.points(metric, event="learned", **{"gen_ai.provider.name": "openai_compatible"})
+    (learned,) = captured.points(
+        metric, event="learned", **{"gen_ai.provider.name": "openai_compatible"}
+    )
     (used,) = captured.points(metric, event="used")
     assert (learned["value"], used["value"]) == (1, 2)
