@@ -366,3 +366,58 @@ def abort_latency(n: int) -> list[float]:
 
 def repeat(fn: Callable[[], float], times: int = 5) -> float:
     return statistics.median(fn() for _ in range(times))
+
+
+def many_idle_agents(n: int) -> dict[str, float]:
+    """`n` idle agents in one runtime: seconds to start them all, to ask each its `state()`
+    and to stop the runtime; resident memory per agent (bytes) and the threads they added."""
+    cfg = config().model_copy(
+        update={"supervision": config().supervision.model_copy(update={"max_agents": n + 10})}
+    )
+    with Runtime.start(cfg) as rt:
+        model = ScriptedModel()
+        gc.collect()
+        before, threads = _rss(), threading.active_count()
+        started = time.perf_counter()
+        agents = [rt.start_agent(("bench", "many", i), model=model, memory=NONE) for i in range(n)]
+        start = time.perf_counter() - started
+        gc.collect()
+        rss = (_rss() - before) / n
+        added = threading.active_count() - threads
+        started = time.perf_counter()
+        for agent in agents:
+            agent.state()
+        state = time.perf_counter() - started
+        del agents
+        started = time.perf_counter()
+        rt.stop(timeout=120)
+        stop = time.perf_counter() - started
+    return {"start": start, "state": state, "stop": stop, "rss": rss, "threads": added}
+
+
+def cpu_per_text_turn(n: int) -> float:
+    """Process CPU seconds (every thread) per `agent.run` of one text turn (20 chunks)."""
+    with Runtime.start(config()) as rt:
+        turns = [ScriptedTurn(chunks=["a"] * 20, usage=USAGE) for _ in range(n)]
+        agent = rt.start_agent(
+            ("bench", "cpu", 0), model=ScriptedModel(turns, record_requests=False), memory=NONE
+        )
+        agent.run("warm", timeout=10)
+        started = time.process_time()
+        for _ in range(n - 1):
+            agent.run("hi", timeout=10)
+        return (time.process_time() - started) / (n - 1)
+
+
+def cpu_per_delta(deltas: int) -> float:
+    """Process CPU seconds per streamed delta to one subscriber (the run's and the reader's)."""
+    with Runtime.start(config()) as rt:
+        model = ScriptedModel([ScriptedTurn(chunks=["a"] * deltas, usage=USAGE)])
+        agent = rt.start_agent(("bench", "cpud", 0), model=model, memory=NONE)
+        sub = agent.subscribe(max_queue=deltas + 100)
+        gc.collect()
+        started = time.process_time()
+        agent.prompt("go")
+        got = sum(1 for e in sub.until_end(timeout=60) if isinstance(e, MessageUpdate))
+        assert got == deltas
+        return (time.process_time() - started) / deltas
