@@ -206,7 +206,7 @@ class AgentActor(AsyncioActor):
                 raise CannotContinue("Cannot continue from message role: assistant")
         options = cell.options
         model = self.host.model_for_run(self.key, self.model)  # Runtime.override_model
-        config = loop_config(cell, model, msg.run_id, msg.trace_links, msg.output)
+        config, per_run = loop_config(cell, model, msg.run_id, msg.trace_links, msg.output)
         run = AgentRun(
             cell,
             self,
@@ -219,6 +219,7 @@ class AgentActor(AsyncioActor):
             self.system_prompt,
             merge_tools(list(self.tools), options.tool_registry),
             config,
+            per_run,
             self.mirror.sequence if self.mirror is not None else None,
         )
         cell.run_started(run)

@@ -108,6 +108,7 @@ class AgentRun:
         system_prompt: str | Template,
         tools: Sequence[Tool],
         config: LoopConfig,
+        config_update: dict[str, Any],
         since: int | None,
     ) -> None:
         self.cell = cell
@@ -120,7 +121,8 @@ class AgentRun:
         self.transcript_state = transcript
         self.system_prompt = system_prompt
         self.tools = tools
-        self.config = config
+        self.config = config  # the agent's settings; `config_update` holds the run's values
+        self.config_update = config_update
         self.since = since  # the session sequence the actor's history reflects (None: no read)
         self.transcript = RunTranscript()
         self.writer = cell.host.memory_writer if cell.options.memory.write else None
@@ -308,6 +310,7 @@ class AgentRun:
     def _loop_config(self) -> LoopConfig:
         return self.config.model_copy(
             update={
+                **self.config_update,
                 "get_steering_messages": self.take_steering,
                 "get_follow_up_messages": self.take_follow_ups,
                 "on_undelivered_steering": functools.partial(self._requeue, "steering"),

@@ -18,15 +18,16 @@ def loop_config(
     run_id: str,
     trace_links: Sequence[Any],
     output: OutputSpec | None,
-) -> LoopConfig:
-    """The config of run `run_id` of the agent of `cell` (its callbacks are the run's to add).
+) -> tuple[LoopConfig, dict[str, Any]]:
+    """The agent's settings for run `run_id` of the agent of `cell`, and the run's own values,
+    to be copied in once with the run's callbacks (`AgentRun`): one copy per run.
 
     `output` is this run's typed output; None takes the agent's default (`options.output`).
     """
     update: dict[str, Any] = {"trace_links": list(trace_links), "run_id": run_id}
     if output is not None:
         update["output"] = output
-    return _settings(cell, model).model_copy(update=update)
+    return _settings(cell, model), update
 
 
 def _settings(cell: AgentCell, model: ChatModel) -> LoopConfig:
