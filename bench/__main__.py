@@ -29,44 +29,10 @@ REPS = 5
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 # Why a figure misses its target (kept with the table in RESULTS.md).
-REASONS = {
-    "one text turn, p99": "at the edge (650-1,000 us in quiet runs, 1,300-2,100 us in noisy "
-    "ones): the tail is GIL hand-offs between the caller, the actor and the loop threads",
-    "one text turn, p50": "the hops themselves cost little (the floor below: ~0.7-1.4x), the "
-    "run's work does not: on the critical path the actor's start of the run (~110 us), the "
-    "loop's run to its end (~290 us: nine events, twenty deltas, three loop steps) and the "
-    "end's way back to the caller while the actor handles the run's facts on a third thread "
-    "for the same GIL (~120 us), against ~150 us the target leaves above the floor",
-    "text turn with 3,000 messages, p50": "the run reads the agent's history in place and "
-    "the checks are incremental (TranscriptState); what is left is one copy of the history per "
-    "model call, for its request, and the session memory read at each start (the empty "
-    "figure reads none)",
-    "one tool call then text, p50": "two model calls, the tool's hop to the tool_tasks pool and "
-    "back, and one more batch of facts to the actor (the tool's start) on top of the text "
-    "turn; the bare baseline's tool turn itself measured 45-180 us across runs, and the ratio "
-    "moves with it",
-    "1000 concurrent runs of a 100 ms model, wall": "about at the floor (the table below): "
-    "one bare pykka actor per agent, doing no work, measured 2.2-3.3x across runs, which "
-    "leaves at most ~0.8x of the baseline for a run's work; on top of it each prompt's run "
-    "set-up happens on 1000 actor threads contending for the GIL, and garbage collection of "
-    "the runs in flight (~130 tracked objects each) is 25-45% of the wall time",
-    "2500 concurrent runs of a 100 ms model, wall": "about at the floor (the table below): "
-    "one bare pykka actor per agent, doing no work, measured 4.8-9.4x across runs (over the "
-    "target in all but the quietest), which leaves at most ~1.3x of the baseline for a run's "
-    "work; on top of it the run set-up on 2500 actor threads and the garbage collection of "
-    "the runs in flight (30-45% of the wall time; gc.freeze() after start-up gained only "
-    "3-5%, so it is not used)",
-    "1000 streamed deltas to one subscriber": "at the edge (~110k/s on a quiet machine): the "
-    "producer's own cost, ~8-9 us per delta on the loop (the fake provider's TextDelta, the "
-    "abort watch, the builder, the per-token events, the push), plus ~1 us per delta for the "
-    "reader thread, which reads once the loop's step is over",
-    "1000 deltas, each of 10 subscribers": "at the edge (28-46k/s from run to run): one "
-    "EventStream push per subscriber per delta, and ten reader threads contending for the GIL",
-    "spawn + stop of an agent, p50": "at the edge (1.5-2.9x from run to run): on top of "
-    "the bare actor's thread start and stop, AgentOptions validated, the shell and handle "
-    "made, the registry and session memory in the actor's on_start, and its exit monitor",
-    "abort of a hung stream to Canceled, p99": "a tail of the machine (its p50 is ~500 us): "
-    "the abort crosses from the caller to the loop thread, and its Canceled back to the reader",
+REASONS: dict[str, str] = {
+    # Why a figure misses its target, kept with the table in RESULTS.md. The reasons of the
+    # thread-per-agent design no longer apply; those of the loop-actor design are written
+    # once its figures are measured on a quiet machine.
 }
 
 
@@ -96,13 +62,11 @@ def measure() -> tuple[list[Row], list[Row]]:
     bare = [us(statistics.median(f.bare_turns(n))) for _ in range(REPS)]
     bare_p50 = statistics.median(bare)
     least = statistics.median(us(statistics.median(f.floor_turns(n))) for _ in range(REPS))
-    floor.append(
-        Row("one text turn, p50", least, bare_p50, "us", "<= 2.5x", least <= 2.5 * bare_p50)
-    )
+    floor.append(Row("one text turn, p50", least, bare_p50, "us", "<= 3x", least <= 3 * bare_p50))
     turns = [f.text_turns(n) for _ in range(REPS)]
     p50 = statistics.median(us(f.percentile(s, 0.5)) for s in turns)
     p99 = statistics.median(us(f.percentile(s, 0.99)) for s in turns)
-    rows.append(Row("one text turn, p50", p50, bare_p50, "us", "<= 2.5x", p50 <= 2.5 * bare_p50))
+    rows.append(Row("one text turn, p50", p50, bare_p50, "us", "<= 3x", p50 <= 3 * bare_p50))
     rows.append(Row("one text turn, p99", p99, None, "us", "<= 1000 us", p99 <= 1000))
     deep = statistics.median(
         us(f.percentile(f.text_turns(200, history=3000), 0.5)) for _ in range(REPS)
@@ -120,15 +84,19 @@ def measure() -> tuple[list[Row], list[Row]]:
     bare_tool = statistics.median(us(statistics.median(f.bare_turns(n, True))) for _ in range(REPS))
     tool = statistics.median(us(f.percentile(f.tool_turns(n), 0.5)) for _ in range(REPS))
     rows.append(
-        Row("one tool call then text, p50", tool, bare_tool, "us", "<= 3x", tool <= 3 * bare_tool)
+        Row("one tool call then text, p50", tool, bare_tool, "us", "<= 4x", tool <= 4 * bare_tool)
     )
-    for size, limit in ((1000, 3), (2500, 6)):
+    for size, limit in ((1000, 2), (2500, 4)):
         ours = statistics.median(f.burst(size) for _ in range(REPS)) * 1e3
         base = statistics.median(f.bare_burst(size) for _ in range(REPS)) * 1e3
         least = statistics.median(f.floor_burst(size) for _ in range(REPS)) * 1e3
         name = f"{size} concurrent runs of a 100 ms model, wall"
         rows.append(Row(name, ours, base, "ms", f"<= {limit}x", ours <= limit * base))
         floor.append(Row(name, least, base, "ms", f"<= {limit}x", least <= limit * base))
+    huge = f.burst(10_000) * 1e3  # completes: the figure, no target
+    rows.append(
+        Row("10000 concurrent runs of a 100 ms model, wall", huge, None, "ms", "completes", True)
+    )
     rate = f.repeat(lambda: f.stream_rate(1000))
     rows.append(
         Row(
@@ -136,8 +104,8 @@ def measure() -> tuple[list[Row], list[Row]]:
             rate,
             None,
             "deltas/s",
-            ">= 100k/s",
-            rate >= 100_000,
+            ">= 150k/s",
+            rate >= 150_000,
         )
     )
     small = f.repeat(lambda: f.stream_rate(100))
@@ -154,17 +122,41 @@ def measure() -> tuple[list[Row], list[Row]]:
     )
     ten = f.repeat(lambda: f.stream_rate(1000, subscribers=10))
     rows.append(
-        Row("1000 deltas, each of 10 subscribers", ten, None, "deltas/s", ">= 30k/s", ten >= 30_000)
+        Row("1000 deltas, each of 10 subscribers", ten, None, "deltas/s", ">= 40k/s", ten >= 40_000)
     )
-    rss = f.idle_agent_rss(1000) / 1024
-    rows.append(Row("RSS per idle agent (1,000 agents)", rss, None, "KiB", "<= 28 KiB", rss <= 28))
+    many = f.many_idle_agents(100_000)
+    rss = many["rss"] / 1024
+    rows.append(Row("RSS per idle agent (100,000 agents)", rss, None, "KiB", "<= 8 KiB", rss <= 8))
+    total = many["start"] + many["state"] + many["stop"]
+    rows.append(
+        Row(
+            "100,000 idle agents: start, state() each, stop",
+            total,
+            None,
+            "s",
+            "<= 10 s",
+            total <= 10,
+        )
+    )
+    rows.append(
+        Row(
+            "threads added by 100,000 agents",
+            many["threads"],
+            None,
+            "threads",
+            "0",
+            many["threads"] == 0,
+        )
+    )
+    cpu_turn = us(f.cpu_per_text_turn(300))
+    rows.append(Row("CPU per text turn (all threads)", cpu_turn, None, "us", "measured", True))
+    cpu_delta = us(f.cpu_per_delta(2000))
+    rows.append(Row("CPU per streamed delta", cpu_delta, None, "us", "measured", True))
     spawn = statistics.median(us(statistics.median(f.spawn_stop(200))) for _ in range(REPS))
     actor = statistics.median(
         us(statistics.median(f.bare_actor_start_stop(200))) for _ in range(REPS)
     )
-    rows.append(
-        Row("spawn + stop of an agent, p50", spawn, actor, "us", "<= 2x", spawn <= 2 * actor)
-    )
+    rows.append(Row("spawn + stop of an agent, p50", spawn, actor, "us", "<= 1.0x", spawn <= actor))
     # Like every figure, a median of REPS: the p99 of 50 aborts was one sample's tail.
     abort_p99 = statistics.median(us(f.percentile(f.abort_latency(100), 0.99)) for _ in range(REPS))
     rows.append(
