@@ -226,7 +226,7 @@ class AgentActor(AsyncioActor):
         try:
             self.host.loop_tasks.spawn(run.drive(), run.done)
         except RuntimeError as exc:  # the event loop is gone (the runtime stopped)
-            cell.run_abandoned(run)
+            cell.run_delivered(run)  # it never started: no end of it is to come
             raise AgentStopped(self.key) from exc
         self.run = run
         self.pending_tool_calls = {}

@@ -142,10 +142,6 @@ class AgentCell:
     def run_started(self, run: CellRun) -> None:
         self.runs.append(run)
 
-    def run_abandoned(self, run: CellRun) -> None:
-        """`run` never started (its task could not be made): nothing delivers its end."""
-        self.run_delivered(run)
-
     def undelivered(self) -> CellRun | None:
         """The newest run whose end is not delivered yet."""
         return self.runs[-1] if self.runs else None

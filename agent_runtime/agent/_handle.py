@@ -36,7 +36,7 @@ from agent_runtime.agent._run_events import RunEvents
 from agent_runtime.agent._state import AgentState, RunResult, run_result
 from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import OverflowPolicy, Subscription
-from agent_runtime.events import AgentEnd, Canceled, Error, Event
+from agent_runtime.events import Event
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop._output import OutputSpec
 from agent_runtime.loop._trace import current_links
@@ -689,11 +689,3 @@ def _queued(what: str, message: object, system_prompt: object) -> Queued:
 def _check_mode(mode: object) -> None:
     if mode not in get_args(QueueMode):
         raise ValueError(f"unknown queue mode {mode!r} (expected one of: one_at_a_time, all)")
-
-
-def _ends(event: Event, key: AgentKey, run_id: str) -> bool:
-    return (
-        isinstance(event, AgentEnd | Error | Canceled)
-        and event.agent == key
-        and event.run_id == run_id
-    )

@@ -276,19 +276,16 @@ class AgentRun:
             work = functools.partial(prepare_run, writer.memory, cell.key, keep, since, template)
             try:
                 rendered, changes = await asyncio.wrap_future(writer.submit(cell.key.session, work))
-            except TemplateError as exc:
-                self.start_error = exc
-                reason = f"template: {type(exc).__name__}: {exc}"
-                await self._end_early(Error(agent=cell.key, run_id=self.run_id, reason=reason))
-                return None
-            except Exception as exc:  # the store failed: run on the agent's own history
-                self.log.warning("agent.memory.read_failed", error=f"{type(exc).__name__}: {exc}")
-                rendered, changes = None, None
-                if template is not None:
+            except Exception as exc:
+                if not isinstance(exc, TemplateError):  # the store failed
+                    error = f"{type(exc).__name__}: {exc}"
+                    self.log.warning("agent.memory.read_failed", error=error)
+                if template is not None:  # no system prompt to run with: the start fails
                     self.start_error = exc
                     reason = f"template: {type(exc).__name__}: {exc}"
                     await self._end_early(Error(agent=cell.key, run_id=self.run_id, reason=reason))
                     return None
+                rendered, changes = None, None  # run on the agent's own history
             if rendered is not None:
                 self.system_prompt = rendered
                 self._tell(PromptRendered(rendered))
