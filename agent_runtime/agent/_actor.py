@@ -254,7 +254,7 @@ class AgentActor(AsyncioActor):
             return None
         # Read in the session's order on its writer, after every batch this agent handed it
         # before: its own messages are all stored (a compaction took in what it took in).
-        merged = mirror.merge(self.messages, changes, self.cell.options.memory, own_all_stored=True)
+        merged = mirror.merge(self.messages, changes, self.cell.options.memory)
         if merged is None:
             return None
         self.messages = repaired(merged, "merged")

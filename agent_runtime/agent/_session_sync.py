@@ -56,14 +56,13 @@ class SessionMirror:
         history: list[Message],
         changes: Changes,
         policy: MemoryPolicy,
-        *,
-        own_all_stored: bool = False,
     ) -> list[Message] | None:
         """The history to run with after `changes`, or None when `history` stays as it is.
 
-        After a compaction (`changes.replaced`), the agent's own messages not in the new
-        history are kept after it only if they may not be stored yet: with `own_all_stored`
-        (the caller saw its writes land) they were compacted away like the rest."""
+        `changes` must be read after every write of the agent's landed (in the session's
+        order on its writer, as a run's start reads them): after a compaction
+        (`changes.replaced`) the agent's own messages not in the new history were compacted
+        away like the rest."""
         if changes.sequence == self.sequence and not changes.messages:
             return None  # nothing was committed since (a session still empty says replaced)
         if not policy.write:
@@ -77,7 +76,7 @@ class SessionMirror:
             else:
                 foreign = True
         self.sequence = changes.sequence
-        unstored = [] if changes.replaced and own_all_stored else own[matched:]
+        unstored = [] if changes.replaced else own[matched:]
         self.own_pending = deque(unstored)
         if not foreign and not changes.replaced:
             return None
