@@ -147,28 +147,30 @@ class Agent:
         """
         cell = self._cell
         while True:
+            next_one = cell.incarnation  # read first: an attach after this sets it
             if cell.stopped:
                 raise AgentStopped(cell.key)
             actor = cell.actor
-            if actor is not None:
+            if actor is not None and actor.actor_ref.is_alive():
                 return actor
             if _on_a_loop():
                 raise AgentStopped(cell.key)
             left = deadline - time.monotonic()
-            if left <= 0 or not cell.incarnation.wait(left):
+            if left <= 0 or not next_one.wait(left):
                 raise AgentStopped(cell.key)
 
     async def _acurrent(self, deadline: float) -> Incarnation:
         cell = self._cell
         while True:
+            next_one = cell.incarnation  # read first: an attach after this sets it
             if cell.stopped:
                 raise AgentStopped(cell.key)
             actor = cell.actor
-            if actor is not None:
+            if actor is not None and actor.actor_ref.is_alive():
                 return actor
             left = deadline - time.monotonic()
             try:
-                await asyncio.wait_for(_awaited(cell.incarnation), left)
+                await asyncio.wait_for(_awaited(next_one), left)
             except TimeoutError:
                 raise AgentStopped(cell.key) from None
 
