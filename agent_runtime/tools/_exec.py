@@ -69,7 +69,10 @@ async def execute_tool_call(
       `exception = type name`). That holds for every exception a tool raises, sync or
       `async def`: `SystemExit`, `KeyboardInterrupt` and `GeneratorExit` too (on the shared
       event loop they would otherwise stop the loop thread of every agent), and one whose
-      `__str__` itself raises (the result then says its message could not be read). A
+      `__str__` itself raises (the result then says its message could not be read). An async
+      tool's `GeneratorExit` that comes back through a future it awaits is thrown into the
+      root coroutine of the task, so it is caught only where this call is that root, as the
+      agent loop runs each call (`asyncio.ensure_future(execute_tool_call(...))`). A
       success keeps the tool's own `details`; unknown arguments that were ignored are added
       as `details["ignored_arguments"]`.
     - A tool with `trust="untrusted"` makes its results untrusted (a result may also say so).

@@ -31,10 +31,15 @@ def text(result: ToolResult | ToolResultMessage) -> str:
 
 
 def contained(coro: Coroutine[Any, Any, ToolResult]) -> ToolResult:
-    """Run `coro` on a fresh loop; an exception escaping it fails the test (a KeyboardInterrupt
-    escaping would otherwise stop the whole test session)."""
+    """Run `coro` as the root of a task on a fresh loop, as the agent loop runs each tool call;
+    an exception escaping it fails the test (a KeyboardInterrupt escaping would otherwise stop
+    the whole test session)."""
+
+    async def as_a_task() -> ToolResult:
+        return await asyncio.wait_for(asyncio.ensure_future(coro), 10)
+
     try:
-        return asyncio.run(asyncio.wait_for(coro, 10))
+        return asyncio.run(as_a_task())
     except BaseException as exc:
         pytest.fail(f"{type(exc).__name__} escaped execute_tool_call: {exc!r}")
 
@@ -126,7 +131,7 @@ def run_with_a_raising_tool(runtime: Runtime, t: Tool) -> ToolResultMessage:
     return answer
 
 
-@pytest.mark.parametrize("how", ["sync", "async"])
+@pytest.mark.parametrize("how", ["sync", "async", "async_awaiting_a_thread"])
 @pytest.mark.parametrize("exc_type", ESCAPING, ids=lambda e: e.__name__)
 def test_a_tool_raising_system_exit_and_its_kin_leaves_the_runtime_working(
     runtime: Runtime, exc_type: type[BaseException], how: str
