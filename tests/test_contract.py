@@ -182,12 +182,6 @@ NO_RETRY = RetryPolicy(max_retries=0)
 FAST_RETRY = RetryPolicy(max_retries=3, base_delay=0.001, max_delay=0.005)
 
 
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start() as rt:
-        yield rt
-
-
 class Stopper:
     """Remembers supervisors a test started and stops every one at teardown."""
 

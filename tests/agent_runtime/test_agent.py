@@ -6,7 +6,7 @@ import asyncio
 import gc
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +50,6 @@ from agent_runtime.tools import Tool, ToolContext, tool
 from supervisors import kill
 
 NO_RETRY = RetryPolicy(max_retries=0)
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def slow_turn(text: str = "slow", delay: float = 30.0) -> ScriptedTurn:
