@@ -153,6 +153,7 @@ def test_start_rejects_a_config_of_the_wrong_type() -> None:
         Runtime.start(config=42)  # type: ignore[arg-type]
 
 
+@pytest.mark.timing
 def test_stop_keeps_its_timeout_when_a_sync_tool_ignores_the_abort() -> None:
     from agent_runtime.messages import ToolCall
     from agent_runtime.testing import ScriptedModel, ScriptedTurn
