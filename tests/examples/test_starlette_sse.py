@@ -264,6 +264,7 @@ def test_a_session_answers_every_run_not_only_its_first(server: Server) -> None:
     assert [name for name, _ in second.raw] == [name for name, _ in first.raw]
 
 
+@pytest.mark.timing
 def test_sigint_ends_every_open_stream_with_a_terminal_and_the_server_within_5s(
     server: Server,
 ) -> None:
