@@ -66,24 +66,24 @@ class AgentOptions(BaseModel):
     tools: tuple[Tool, ...] = ()
     steering_mode: QueueMode = "one_at_a_time"
     follow_up_mode: QueueMode = "one_at_a_time"
-    max_tool_concurrency: int = Field(8, ge=1, strict=True)
-    max_tool_turns: int = Field(25, ge=1, strict=True)
-    tool_timeout: float | None = Field(None, gt=0, strict=True, allow_inf_nan=False)
+    max_tool_concurrency: int = Field(default=8, ge=1, strict=True)
+    max_tool_turns: int = Field(default=25, ge=1, strict=True)
+    tool_timeout: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
     restart: Restart = "temporary"
     thinking_level: ThinkingLevel = "off"
     tool_registry: ToolRegistry | None = None
-    abort_grace: float = Field(0.25, ge=0, strict=True, allow_inf_nan=False)
-    tool_choice: str | None = Field(None, strict=True, min_length=1)
-    temperature: float | None = Field(None, ge=0, strict=True, allow_inf_nan=False)
-    max_output_tokens: int | None = Field(None, ge=1, strict=True)
+    abort_grace: float = Field(default=0.25, ge=0, strict=True, allow_inf_nan=False)
+    tool_choice: str | None = Field(default=None, strict=True, min_length=1)
+    temperature: float | None = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
+    max_output_tokens: int | None = Field(default=None, ge=1, strict=True)
     # A `loop.types.MessagesTransform`, checked by `_check_context_transform` (callable).
     context_transform: Callable[..., Any] | None = None
     guardrails: tuple[Guardrail, ...] | None = None
     # Typed output (the default of every run; `run`/`arun` may override each): see `output`.
     output_type: Any = None
-    output_retries: int = Field(1, ge=0, strict=True)
+    output_retries: int = Field(default=1, ge=0, strict=True)
     on_failure: Callable[[Exception], Any] | None = None
 
     @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
