@@ -394,7 +394,7 @@ class Agent(Generic[OutputT]):
         *,
         output_type: object = None,
         output_retries: int | None = None,
-        on_failure: OnFailure | None = None,
+        on_failure: None = None,
     ) -> RunResult[Any]: ...
 
     def run(
@@ -475,7 +475,7 @@ class Agent(Generic[OutputT]):
         *,
         output_type: object = None,
         output_retries: int | None = None,
-        on_failure: OnFailure | None = None,
+        on_failure: None = None,
     ) -> RunResult[Any]: ...
 
     async def arun(

@@ -409,7 +409,7 @@ class Runtime:
         key: AgentKey | tuple[str, str, int],
         *,
         output_type: object = None,
-        on_failure: Callable[[Exception], Any] | None = None,
+        on_failure: None = None,
         **agent_options: Unpack[AgentOptionsDict],
     ) -> Agent[Any]: ...
 
@@ -463,7 +463,7 @@ class Runtime:
         key: AgentKey | tuple[str, str, int],
         *,
         output_type: object = None,
-        on_failure: Callable[[Exception], Any] | None = None,
+        on_failure: None = None,
         **agent_options: Unpack[AgentOptionsDict],
     ) -> Agent[Any]: ...
 

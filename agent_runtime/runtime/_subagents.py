@@ -70,7 +70,7 @@ class Subagents:
         key: AgentKey | tuple[str, str, int],
         *,
         output_type: object = None,
-        on_failure: Callable[[Exception], Any] | None = None,
+        on_failure: None = None,
         **options: Unpack[AgentOptionsDict],
     ) -> Agent[Any]: ...
 

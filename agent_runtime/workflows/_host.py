@@ -3,7 +3,7 @@ never imports the runtime; `Runtime` provides it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar, Unpack
 
@@ -37,7 +37,7 @@ class WorkflowHost(Protocol):
         key: AgentKey | tuple[str, str, int],
         *,
         output_type: object = None,
-        on_failure: Callable[[Exception], Any] | None = None,
+        on_failure: None = None,
         **options: Unpack[AgentOptionsDict],
     ) -> Agent[Any]:
         """Start an agent under `key` without blocking the loop."""
