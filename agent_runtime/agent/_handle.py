@@ -421,8 +421,9 @@ class Agent(Generic[OutputT]):
         `new_messages` empty: the history keeps them); an exception it raises propagates.
         None of these given and none set on the agent: `RunResult.output` is the answer's
         text. For checkers the result is `RunResult[OutputT]` of an `Agent[OutputT]`, or
-        `RunResult[X]` for `output_type=X` (a class; another type form, `int | None`,
-        gives `RunResult[Any]`), and `on_failure` must return that type.
+        `RunResult[X]` for `output_type=X` (a class or an alias such as `list[int]`;
+        another type form, `int | None`, gives `RunResult[Any]` and takes no
+        `on_failure` unless cast to Any), and `on_failure` must return that type.
 
         Raises:
             AgentBusy: a run is in progress.
