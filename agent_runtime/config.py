@@ -25,7 +25,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -277,8 +277,11 @@ class GuardrailsConfig(_Section):
     """`[guardrails]`: one `[guardrails.ROLE]` table per role (none by default)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    # `init=False`: type checkers (no pydantic plugin) take no `__pydantic_extra__` argument.
-    __pydantic_extra__: dict[str, GuardrailRoleConfig] = Field(init=False)
+    if TYPE_CHECKING:  # `init=False`: no `__pydantic_extra__` argument for checkers (pydantic
+        # 2.7 refuses the assignment at run time, where the annotation alone is read)
+        __pydantic_extra__: dict[str, GuardrailRoleConfig] = Field(init=False)
+    else:
+        __pydantic_extra__: dict[str, GuardrailRoleConfig]
 
     def for_role(self, role: str) -> tuple[str, ...]:
         """The `"module:Class"` names configured for `role` (none when it has no table)."""
