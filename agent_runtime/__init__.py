@@ -35,7 +35,14 @@ from agent_runtime._errors import (
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import BlockingCallWarning
 from agent_runtime.abort import Aborted, AbortSignal, AbortTable
-from agent_runtime.agent import Agent, AgentOptions, AgentState, RunEvents, RunResult
+from agent_runtime.agent import (
+    Agent,
+    AgentOptions,
+    AgentOptionsDict,
+    AgentState,
+    RunEvents,
+    RunResult,
+)
 from agent_runtime.agent._delegate import delegate
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.event_stream import EventStream, StreamStats
@@ -149,6 +156,7 @@ __all__ = [
     "AgentEnd",
     "AgentKey",
     "AgentOptions",
+    "AgentOptionsDict",
     "AgentRegistry",
     "AgentRuntimeError",
     "AgentStart",

@@ -15,8 +15,8 @@ class ThinkingBudgets(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    minimal: int = Field(1024, ge=0)
-    low: int = Field(2048, ge=0)
-    medium: int = Field(8192, ge=0)
-    high: int = Field(16384, ge=0)
-    xhigh: int = Field(32768, ge=0)
+    minimal: int = Field(default=1024, ge=0)
+    low: int = Field(default=2048, ge=0)
+    medium: int = Field(default=8192, ge=0)
+    high: int = Field(default=16384, ge=0)
+    xhigh: int = Field(default=32768, ge=0)

@@ -25,7 +25,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -58,18 +58,18 @@ class _Section(BaseModel):
 class SupervisionConfig(_Section):
     """Restart intensity of the runtime's supervisors and sizes of its task pools."""
 
-    max_restarts: int = Field(3, ge=0)
-    max_seconds: float = Field(5.0, gt=0)
-    shutdown: float = Field(5.0, ge=0)
-    max_agents: int | None = Field(None, ge=0)
-    tool_workers: int = Field(16, ge=1)
+    max_restarts: int = Field(default=3, ge=0)
+    max_seconds: float = Field(default=5.0, gt=0)
+    shutdown: float = Field(default=5.0, ge=0)
+    max_agents: int | None = Field(default=None, ge=0)
+    tool_workers: int = Field(default=16, ge=1)
 
 
 class EventStreamConfig(_Section):
     """The bound of a run's EventStream (DESIGN.md 6): what `loop.stream` on a Runtime uses
     where its LoopConfig leaves `stream_max_queue` / `stream_overflow` None."""
 
-    max_queue: int = Field(10_000, ge=1)
+    max_queue: int = Field(default=10_000, ge=1)
     overflow: OverflowPolicy = "error"
 
 
@@ -77,9 +77,9 @@ class SubscriptionConfig(_Section):
     """Defaults of `agent.subscribe()` (DESIGN.md 7): what a subscription made without these
     arguments gets, including those of `Agent.stream` and `Agent.astream`."""
 
-    max_queue: int = Field(1000, ge=1)
+    max_queue: int = Field(default=1000, ge=1)
     overflow: OverflowPolicy = "block"
-    block_timeout: float = Field(30.0, gt=0)
+    block_timeout: float = Field(default=30.0, gt=0)
 
 
 class AgentConfig(_Section):
@@ -87,10 +87,10 @@ class AgentConfig(_Section):
 
     steering_mode: QueueMode = "one_at_a_time"
     follow_up_mode: QueueMode = "one_at_a_time"
-    max_tool_concurrency: int = Field(8, ge=1)
-    max_tool_turns: int = Field(25, ge=1)
-    tool_timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
-    abort_grace: float = Field(0.25, ge=0, allow_inf_nan=False)
+    max_tool_concurrency: int = Field(default=8, ge=1)
+    max_tool_turns: int = Field(default=25, ge=1)
+    tool_timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    abort_grace: float = Field(default=0.25, ge=0, allow_inf_nan=False)
     thinking_level: ThinkingLevel = "off"
     restart: Literal["temporary", "transient"] = "temporary"
 
@@ -108,18 +108,18 @@ class AgentConfig(_Section):
 class RetryConfig(_Section):
     """Provider retry policy (DESIGN.md 7): capped exponential backoff, in seconds."""
 
-    max_retries: int = Field(3, ge=0)
-    base_delay: float = Field(2.0, ge=0)
-    max_delay: float = Field(30.0, ge=0)
-    max_retry_after: float = Field(120.0, ge=0)
+    max_retries: int = Field(default=3, ge=0)
+    base_delay: float = Field(default=2.0, ge=0)
+    max_delay: float = Field(default=30.0, ge=0)
+    max_retry_after: float = Field(default=120.0, ge=0)
 
 
 class ModelPricingConfig(_Section):
     """Price in USD per million tokens."""
 
-    input: float = Field(0.0, ge=0)
-    output: float = Field(0.0, ge=0)
-    cached_input: float = Field(0.0, ge=0)
+    input: float = Field(default=0.0, ge=0)
+    output: float = Field(default=0.0, ge=0)
+    cached_input: float = Field(default=0.0, ge=0)
 
 
 class ModelProfile(_Section):
@@ -145,8 +145,8 @@ class FallbackPoolConfig(_Section):
     after `failure_threshold` consecutive failures for `reset_timeout` seconds."""
 
     members: list[str] = Field(min_length=1)
-    failure_threshold: int = Field(3, ge=1)
-    reset_timeout: float = Field(30.0, gt=0, allow_inf_nan=False)
+    failure_threshold: int = Field(default=3, ge=1)
+    reset_timeout: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
 
 def _default_profiles() -> dict[str, ModelProfile]:
@@ -183,10 +183,10 @@ class LLMConfig(_Section):
     """
 
     default_profile: str | None = None
-    timeout: float = Field(60.0, gt=0)
-    connect_timeout: float = Field(10.0, gt=0)
-    request_timeout: float = Field(600.0, gt=0)
-    idle_timeout: float = Field(120.0, gt=0)
+    timeout: float = Field(default=60.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    request_timeout: float = Field(default=600.0, gt=0)
+    idle_timeout: float = Field(default=120.0, gt=0)
     profiles: dict[str, ModelProfile] = Field(default_factory=_default_profiles)
     pools: dict[str, FallbackPoolConfig] = Field(default_factory=dict)
 
@@ -209,9 +209,9 @@ class MemoryConfig(_Section):
     dsn: SecretStr | None = None
     read: bool = True
     write: bool = True
-    last_n: int | None = Field(None, ge=1)
-    compact_above_bytes: int | None = Field(None, ge=1)
-    compaction_profile: str | None = Field(None, min_length=1)
+    last_n: int | None = Field(default=None, ge=1)
+    compact_above_bytes: int | None = Field(default=None, ge=1)
+    compaction_profile: str | None = Field(default=None, min_length=1)
 
     @field_validator("path")
     @classmethod
@@ -247,7 +247,7 @@ class TelemetryConfig(_Section):
     # agent_runtime.telemetry.install_exporter): none (the application's SDK, if any) |
     # console (stdout) | otlp (needs the package opentelemetry-exporter-otlp).
     exporter: Literal["none", "console", "otlp"] = "none"
-    status_socket: str | None = Field(None, min_length=1)
+    status_socket: str | None = Field(default=None, min_length=1)
 
     @field_validator("exporter", mode="before")
     @classmethod
@@ -277,7 +277,11 @@ class GuardrailsConfig(_Section):
     """`[guardrails]`: one `[guardrails.ROLE]` table per role (none by default)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    __pydantic_extra__: dict[str, GuardrailRoleConfig]
+    if TYPE_CHECKING:  # `init=False`: no `__pydantic_extra__` argument for checkers (pydantic
+        # 2.7 refuses the assignment at run time, where the annotation alone is read)
+        __pydantic_extra__: dict[str, GuardrailRoleConfig] = Field(init=False)
+    else:
+        __pydantic_extra__: dict[str, GuardrailRoleConfig]
 
     def for_role(self, role: str) -> tuple[str, ...]:
         """The `"module:Class"` names configured for `role` (none when it has no table)."""
@@ -299,7 +303,7 @@ class ServerTokenConfig(_Section):
     """
 
     token: SecretStr | None = None
-    token_env: str | None = Field(None, min_length=1)
+    token_env: str | None = Field(default=None, min_length=1)
     sessions: tuple[str, ...] | None = None
     profiles: tuple[str, ...] | None = None
 
@@ -337,14 +341,14 @@ class ServerConfig(_Section):
     """
 
     tokens: dict[str, ServerTokenConfig] = Field(default_factory=dict)
-    max_body_bytes: int = Field(1_048_576, ge=1)
-    max_prompt_chars: int = Field(100_000, ge=1)
-    replay_buffer: int = Field(1000, ge=1)
-    replay_max_bytes: int = Field(67_108_864, ge=65_536)
-    sse_keepalive: float = Field(15.0, gt=0, allow_inf_nan=False)
+    max_body_bytes: int = Field(default=1_048_576, ge=1)
+    max_prompt_chars: int = Field(default=100_000, ge=1)
+    replay_buffer: int = Field(default=1000, ge=1)
+    replay_max_bytes: int = Field(default=67_108_864, ge=65_536)
+    sse_keepalive: float = Field(default=15.0, gt=0, allow_inf_nan=False)
     cors_origins: tuple[str, ...] = ()
-    header_timeout: float = Field(10.0, gt=0, allow_inf_nan=False)
-    max_connections: int = Field(1000, ge=1)
+    header_timeout: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    max_connections: int = Field(default=1000, ge=1)
     tools: tuple[str, ...] = ()
 
     @field_validator("tools", mode="after")

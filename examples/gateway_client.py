@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from pydantic import SecretStr
 
 from agent_runtime import Runtime
 from agent_runtime.config import MemoryConfig, RuntimeConfig, ServerConfig, ServerTokenConfig
@@ -53,7 +54,7 @@ def frames(lines: Iterator[str]) -> Iterator[tuple[int, str, dict[str, Any]]]:
 
 def serve(runtime: Runtime) -> tuple[uvicorn.Server, threading.Thread, str]:
     """The gateway over `runtime` under uvicorn on a free port of 127.0.0.1, started."""
-    tokens = {"alice": ServerTokenConfig(token=ALICE, sessions=("other",))}
+    tokens = {"alice": ServerTokenConfig(token=SecretStr(ALICE), sessions=("other",))}
     app = asgi_app(runtime, settings=ServerConfig(tokens=tokens), tokens=[TOKEN])
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -43,7 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent_runtime import AgentBusy, Runtime, ToolContext, tool
+from agent_runtime import AgentBusy, AgentKey, Runtime, ToolContext, tool
 from agent_runtime.config import MemoryConfig, RuntimeConfig, SupervisionConfig, TelemetryConfig
 from agent_runtime.events import (
     AgentEnd,
@@ -195,7 +195,9 @@ def control_events(chunks: int) -> Iterator[Event | None]:
     seq = itertools.count(1)
 
     def made(kind: type[Event], **fields: Any) -> Event:
-        return kind(agent=("control", "assistant", 0), run_id="control", seq=next(seq), **fields)
+        return kind(
+            agent=AgentKey("control", "assistant", 0), run_id="control", seq=next(seq), **fields
+        )
 
     prompt = UserMessage(content="hi")
     call = ToolCall(id="lookup-1", name="lookup", arguments={"topic": "the question"})

@@ -6,7 +6,7 @@ from agent_runtime.agent._actor import AgentActor
 from agent_runtime.agent._delegate import delegate
 from agent_runtime.agent._handle import Agent
 from agent_runtime.agent._host import AgentHost
-from agent_runtime.agent._options import AgentOptions
+from agent_runtime.agent._options import AgentOptions, AgentOptionsDict
 from agent_runtime.agent._run_events import RunEvents
 from agent_runtime.agent._state import AgentState, RunResult, run_result
 
@@ -15,6 +15,7 @@ __all__ = [
     "AgentActor",
     "AgentHost",
     "AgentOptions",
+    "AgentOptionsDict",
     "AgentState",
     "AgentStopped",
     "RunEvents",

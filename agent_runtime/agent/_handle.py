@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final, cast, get_args
+from typing import Any, Final, Generic, TypeVar, cast, get_args, overload
 
 import pykka
 
@@ -16,6 +16,7 @@ from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime._run_ids import new_run_id
 from agent_runtime.agent._cell import AgentCell, Incarnation
 from agent_runtime.agent._history import as_messages
+from agent_runtime.agent._options import model_of
 from agent_runtime.agent._protocol import (
     Abort,
     FollowUp,
@@ -33,7 +34,7 @@ from agent_runtime.agent._protocol import (
     Unsubscribe,
 )
 from agent_runtime.agent._run_events import RunEvents
-from agent_runtime.agent._state import AgentState, RunResult, run_result
+from agent_runtime.agent._state import AgentState, OutputT, RunResult, run_result
 from agent_runtime.config import QueueMode
 from agent_runtime.event_stream import OverflowPolicy, Subscription
 from agent_runtime.events import Event
@@ -66,6 +67,8 @@ IDEMPOTENT = (
 )
 
 OnFailure = Callable[[Exception], Any]
+# The output type of one run given its own `output_type=`.
+RunOutputT = TypeVar("RunOutputT")
 
 
 class _Int(int):
@@ -87,10 +90,15 @@ OVERFLOW: Final[OverflowPolicy] = cast(OverflowPolicy, _Str("block"))
 BLOCK_TIMEOUT: Final[float] = _Float(30.0)
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """The handle of one agent: each call is a typed message to the agent's actor, which
     lives on the runtime's event loop, so every method is thread-safe and returns promptly,
     also while a run is busy.
+
+    Generic in its output, for type checkers: `start_agent(key, output_type=Book)` gives an
+    `Agent[Book]`, whose `run`/`arun` return `RunResult[Book]` (a run's own `output_type=`
+    types that run's result); without `output_type` it is an `Agent[str]`, whose results'
+    `output` is the answer's text. A bare `Agent` (an agent found by key) is `Agent[Any]`.
 
     From another thread a call is one hop to the loop and back; on the agent's loop (an
     `async def` tool, a host that shares the loop) the actor answers in place, after the
@@ -356,6 +364,39 @@ class Agent:
             if not ended.wait(left):
                 raise TimeoutError(f"agent {tuple(self.key)!r} still running after {timeout}s")
 
+    @overload
+    def run(
+        self,
+        input: str | Message | Sequence[Message],
+        timeout: float | None = None,
+        *,
+        output_type: None = None,
+        output_retries: int | None = None,
+        on_failure: Callable[[Exception], OutputT] | None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    def run(
+        self,
+        input: str | Message | Sequence[Message],
+        timeout: float | None = None,
+        *,
+        output_type: type[RunOutputT],
+        output_retries: int | None = None,
+        on_failure: Callable[[Exception], RunOutputT] | None = None,
+    ) -> RunResult[RunOutputT]: ...
+
+    @overload
+    def run(
+        self,
+        input: str | Message | Sequence[Message],
+        timeout: float | None = None,
+        *,
+        output_type: object = None,
+        output_retries: int | None = None,
+        on_failure: None = None,
+    ) -> RunResult[Any]: ...
+
     def run(
         self,
         input: str | Message | Sequence[Message],
@@ -364,7 +405,7 @@ class Agent:
         output_type: Any = None,
         output_retries: int | None = None,
         on_failure: OnFailure | None = None,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """Prompt and wait for the run's end.
 
         With an `output_type` (this run's, else the agent's from `start_agent`), a pydantic
@@ -378,7 +419,11 @@ class Agent:
         included, not a cancellation) into a result whose `output` is what it returned
         (its `stop_reason` is `"error"`, its `text` and `usage` the failed answer's, its
         `new_messages` empty: the history keeps them); an exception it raises propagates.
-        None of these given and none set on the agent: `RunResult.output` is None.
+        None of these given and none set on the agent: `RunResult.output` is the answer's
+        text. For checkers the result is `RunResult[OutputT]` of an `Agent[OutputT]`, or
+        `RunResult[X]` for `output_type=X` (a class or an alias such as `list[int]`;
+        another type form, `int | None`, gives `RunResult[Any]` and takes no
+        `on_failure` unless cast to Any), and `on_failure` must return that type.
 
         Raises:
             AgentBusy: a run is in progress.
@@ -401,6 +446,39 @@ class Agent:
             raise TimeoutError(f"run {start.run_id} did not end within {timeout}s")
         return run_result(start.run_id, start.outcome.get(), output, fallback)
 
+    @overload
+    async def arun(
+        self,
+        input: str | Message | Sequence[Message],
+        timeout: float | None = None,
+        *,
+        output_type: None = None,
+        output_retries: int | None = None,
+        on_failure: Callable[[Exception], OutputT] | None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def arun(
+        self,
+        input: str | Message | Sequence[Message],
+        timeout: float | None = None,
+        *,
+        output_type: type[RunOutputT],
+        output_retries: int | None = None,
+        on_failure: Callable[[Exception], RunOutputT] | None = None,
+    ) -> RunResult[RunOutputT]: ...
+
+    @overload
+    async def arun(
+        self,
+        input: str | Message | Sequence[Message],
+        timeout: float | None = None,
+        *,
+        output_type: object = None,
+        output_retries: int | None = None,
+        on_failure: None = None,
+    ) -> RunResult[Any]: ...
+
     async def arun(
         self,
         input: str | Message | Sequence[Message],
@@ -409,7 +487,7 @@ class Agent:
         output_type: Any = None,
         output_retries: int | None = None,
         on_failure: OnFailure | None = None,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """`run` for asyncio callers (typed output included): waiting never blocks the
         event loop."""
         output, fallback = self._output(output_type, output_retries, on_failure)
@@ -601,13 +679,16 @@ class Agent:
                 rendered = None
         self._ask(SetSystemPrompt(checked, rendered))
 
-    def set_model(self, model: ChatModel) -> None:
-        """Use `model` from the next run on.
+    def set_model(self, model: ChatModel | str) -> None:
+        """Use `model` from the next run on: a ChatModel, or the name of one of the runtime's
+        `[llm]` profiles (or pools), built as `start_agent(model=...)` builds it.
 
         Raises:
-            TypeError: `model` is not a ChatModel.
+            TypeError: `model` is neither a ChatModel nor a str.
+            ConfigError: a name of no configured profile (the known ones named), or one that
+                cannot be built (its API key variable unset, ...).
         """
-        self._ask(SetModel(self._check("model", model)))
+        self._ask(SetModel(self._check("model", model_of(model, self._cell.host.config))))
 
     def set_tools(self, tools: Sequence[Tool]) -> None:
         """Use `tools` from the next run on.

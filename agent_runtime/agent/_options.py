@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agent_runtime._errors import ConfigError
 from agent_runtime.config import QueueMode, RuntimeConfig, ThinkingLevel
 from agent_runtime.guardrails._base import Guardrail, validated
 from agent_runtime.guardrails._spec import instantiate
 from agent_runtime.llm.base import ChatModel, check_chat_model
 from agent_runtime.llm.factory import from_config
 from agent_runtime.loop._output import OutputSpec
-from agent_runtime.loop.types import RetryPolicy
+from agent_runtime.loop.types import MessagesTransform, RetryPolicy
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.templates import Template
 from agent_runtime.tools import Tool, ToolRegistry, check_unique
@@ -24,6 +25,37 @@ FOLLOW_UP_POLL_REMOVED = (
     "once a run is ending waits for the next prompt's run); drop the option"
 )
 _TOOL_CHOICE_MODES = ("auto", "none", "required")
+
+
+class AgentOptionsDict(TypedDict, total=False):
+    """The keyword options of `start_agent` (and `astart_agent`, `subagents.start`), typed for
+    checkers and editors: `**options: Unpack[AgentOptionsDict]`. Each key is an `AgentOptions`
+    field, as a caller may give it (a profile name for `model`, a list for `tools`,
+    `memory=None` for the config's policy, `tool_registry=True` for the runtime's registry);
+    `output_type` and `on_failure` are parameters of their own, typed with the agent's output.
+    A test keeps the keys equal to `AgentOptions`' fields.
+    """
+
+    model: ChatModel | str
+    system_prompt: str | Template
+    tools: Sequence[Tool]
+    steering_mode: QueueMode
+    follow_up_mode: QueueMode
+    max_tool_concurrency: int
+    max_tool_turns: int
+    tool_timeout: float | None
+    retry: RetryPolicy
+    memory: MemoryPolicy | Literal[False] | None
+    restart: Restart
+    thinking_level: ThinkingLevel
+    tool_registry: ToolRegistry | Literal[True] | None
+    abort_grace: float
+    tool_choice: str | None
+    temperature: float | None
+    max_output_tokens: int | None
+    context_transform: MessagesTransform | None
+    guardrails: Sequence[Guardrail] | None
+    output_retries: int
 
 
 class AgentOptions(BaseModel):
@@ -66,24 +98,24 @@ class AgentOptions(BaseModel):
     tools: tuple[Tool, ...] = ()
     steering_mode: QueueMode = "one_at_a_time"
     follow_up_mode: QueueMode = "one_at_a_time"
-    max_tool_concurrency: int = Field(8, ge=1, strict=True)
-    max_tool_turns: int = Field(25, ge=1, strict=True)
-    tool_timeout: float | None = Field(None, gt=0, strict=True, allow_inf_nan=False)
+    max_tool_concurrency: int = Field(default=8, ge=1, strict=True)
+    max_tool_turns: int = Field(default=25, ge=1, strict=True)
+    tool_timeout: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
     restart: Restart = "temporary"
     thinking_level: ThinkingLevel = "off"
     tool_registry: ToolRegistry | None = None
-    abort_grace: float = Field(0.25, ge=0, strict=True, allow_inf_nan=False)
-    tool_choice: str | None = Field(None, strict=True, min_length=1)
-    temperature: float | None = Field(None, ge=0, strict=True, allow_inf_nan=False)
-    max_output_tokens: int | None = Field(None, ge=1, strict=True)
+    abort_grace: float = Field(default=0.25, ge=0, strict=True, allow_inf_nan=False)
+    tool_choice: str | None = Field(default=None, strict=True, min_length=1)
+    temperature: float | None = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
+    max_output_tokens: int | None = Field(default=None, ge=1, strict=True)
     # A `loop.types.MessagesTransform`, checked by `_check_context_transform` (callable).
     context_transform: Callable[..., Any] | None = None
     guardrails: tuple[Guardrail, ...] | None = None
     # Typed output (the default of every run; `run`/`arun` may override each): see `output`.
     output_type: Any = None
-    output_retries: int = Field(1, ge=0, strict=True)
+    output_retries: int = Field(default=1, ge=0, strict=True)
     on_failure: Callable[[Exception], Any] | None = None
 
     @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
@@ -214,12 +246,16 @@ class AgentOptions(BaseModel):
         guardrails `[guardrails.ROLE]` names, so a class that cannot be created fails the start.
 
         `memory=None` takes `[memory]` of the config; `tool_registry=True` means `tools` (the
-        runtime's registry); without `model=` the config's `[llm] default_profile` is built.
+        runtime's registry); `model=` a str is the name of one of the config's `[llm]`
+        profiles or pools (`model_of`); without `model=` the config's `[llm] default_profile`
+        is built.
 
         Raises:
             TypeError: an unknown option (named), no model and no default profile, or a value of
                 the wrong type (named).
             ValueError: a value out of range or not among the allowed ones (named).
+            ConfigError: `model=` names no configured profile (the known ones named), or the
+                profile cannot be built (its API key variable unset, ...).
         """
         if "follow_up_poll" in options:
             raise TypeError(FOLLOW_UP_POLL_REMOVED)
@@ -248,6 +284,8 @@ class AgentOptions(BaseModel):
             values["tool_registry"] = tools
         if "model" not in values:
             values["model"] = default_model(config)
+        else:
+            values["model"] = model_of(values["model"], config)
         if values.get("guardrails") is None and role is not None:
             values["guardrails"] = configured_guardrails(config, role)
         try:
@@ -284,6 +322,27 @@ def configured_guardrails(config: RuntimeConfig, role: str) -> tuple[Guardrail, 
             is not a valid Guardrail (named).
     """
     return tuple(instantiate(spec) for spec in config.guardrails.for_role(role))
+
+
+def model_of(model: object, config: RuntimeConfig) -> object:
+    """`model` itself, or the model of the `[llm]` profile (or pool) it names when a str, built
+    as the HTTP API builds a profile (`llm.from_config`); anything else is left for the
+    `model` option's own check (a ChatModel or a TypeError).
+
+    Raises:
+        ConfigError: `model` names no profile or pool of `config` (the known ones named), or
+            the profile cannot be built (its API key variable unset, an unknown kind).
+    """
+    if not isinstance(model, str):
+        return model
+    llm = config.llm
+    if model not in llm.profiles and model not in llm.pools:
+        known = ", ".join(sorted([*llm.profiles, *llm.pools])) or "none"
+        raise ConfigError(
+            f"model {model!r} is not a ChatModel nor a configured model profile "
+            f"(configured profiles: {known})"
+        )
+    return from_config(model, config=config)
 
 
 def default_model(config: RuntimeConfig) -> ChatModel:

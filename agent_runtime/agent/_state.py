@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import TypeVar
 
 from agent_runtime._errors import OutputValidationError, RunCanceled, RunFailed, run_failed
 from agent_runtime._key import AgentKey
@@ -38,7 +39,13 @@ class AgentState(BaseModel):
     subscriptions: int = 0  # open subscriptions to this agent
 
 
-class RunResult(BaseModel):
+# A run's output type. The default, Any, is what a bare `RunResult` or `Agent` stands for (an
+# agent found by key, a parameter taking any agent); `start_agent` and `run` give the precise
+# one. (Any, not str, also because pydantic validates an unparametrized field as the default.)
+OutputT = TypeVar("OutputT", default=Any)
+
+
+class RunResult(BaseModel, Generic[OutputT]):
     """What `Agent.run` returns: the run's new messages, the final text, usage, stop reason.
 
     `memory_error` is None once the run's turns were all committed to session memory (or the
@@ -47,8 +54,10 @@ class RunResult(BaseModel):
     every new message, but other agents of the session and a restarted agent will not see
     the turns that failed.
 
-    `output` is the run's typed output, validated as the `output_type` the run had (its own
-    or the agent's default), or what `on_failure` made of a failure; None without either.
+    `output` is the run's output, typed `OutputT` for checkers (`RunResult[Book]` from an
+    `Agent[Book]` or a run's `output_type=Book`): validated as the `output_type` the run had
+    (its own or the agent's default), or what `on_failure` made of a failure; without an
+    `output_type` it is the final answer's text (`text`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -59,7 +68,16 @@ class RunResult(BaseModel):
     usage: Usage
     stop_reason: StopReason
     memory_error: str | None = None
-    output: Any = None
+    # The default is the text (`_text_is_the_output`), for a result built by hand (a test of an
+    # evaluator); None only stands in for it in the signature.
+    output: OutputT = Field(default=cast(Any, None))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_is_the_output(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "output" not in data:
+            return {**data, "output": data.get("text", "")}
+        return data
 
 
 def run_result(
@@ -67,11 +85,12 @@ def run_result(
     terminal: Event,
     output: OutputSpec | None = None,
     on_failure: Callable[[Exception], Any] | None = None,
-) -> RunResult:
+) -> RunResult[Any]:
     """The RunResult of a finished run, or its failure raised (RunFailed, RunCanceled).
 
     With `output`, the final answer is validated as its type into `RunResult.output`
-    (`OutputValidationError` if it is not); with `on_failure`, a failure (`RunFailed` and
+    (`OutputValidationError` if it is not), without it `output` is the answer's text; with
+    `on_failure`, a failure (`RunFailed` and
     its subclasses, not a cancellation) becomes a result whose `output` is what
     `on_failure(exception)` returned (an exception it raises propagates).
     """
@@ -92,7 +111,7 @@ def run_result(
         )
 
 
-def _result(run_id: str, terminal: Event, output: OutputSpec | None) -> RunResult:
+def _result(run_id: str, terminal: Event, output: OutputSpec | None) -> RunResult[Any]:
     if isinstance(terminal, Error):
         partial = terminal.partial
         if (
@@ -113,7 +132,8 @@ def _result(run_id: str, terminal: Event, output: OutputSpec | None) -> RunResul
     for reply in replies:
         usage = usage + reply.usage
     last = replies[-1] if replies else None
-    value = None
+    text = last.text if last else ""
+    value: Any = text
     if output is not None:
         parsed = output.parse(last if last is not None else AssistantMessage())
         if not parsed.ok:
@@ -127,7 +147,7 @@ def _result(run_id: str, terminal: Event, output: OutputSpec | None) -> RunResul
     return RunResult(
         run_id=run_id,
         new_messages=list(terminal.new_messages),
-        text=last.text if last else "",
+        text=text,
         usage=usage,
         stop_reason=last.stop_reason if last else "stop",
         memory_error=terminal.memory_error,

@@ -137,7 +137,7 @@ class UpdateProfile(_Change):
 
     type: Literal["update_profile"] = "update_profile"
     name: Name
-    provider: str | None = Field(None, min_length=1)
+    provider: str | None = Field(default=None, min_length=1)
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
@@ -238,7 +238,7 @@ class AddPoolMember(_Change):
     type: Literal["add_pool_member"] = "add_pool_member"
     pool: Name
     profile: Name
-    position: int | None = Field(None, ge=0)
+    position: int | None = Field(default=None, ge=0)
 
     def summary(self) -> str:
         where = "last" if self.position is None else f"at position {self.position}"

@@ -23,9 +23,9 @@ class _Frozen(BaseModel):
 class ModelPricing(_Frozen):
     """Prices in USD per million tokens; `cost(usage)` prices one response."""
 
-    input: float = Field(0.0, ge=0)
-    output: float = Field(0.0, ge=0)
-    cached_input: float = Field(0.0, ge=0)
+    input: float = Field(default=0.0, ge=0)
+    output: float = Field(default=0.0, ge=0)
+    cached_input: float = Field(default=0.0, ge=0)
 
     def cost(self, usage: Usage) -> float:
         """USD for `usage`: cached input tokens at `cached_input`, the rest at `input`."""
@@ -69,8 +69,8 @@ class ChatRequest(_Frozen):
     system: str | None = None
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_choice: str | None = None
-    temperature: float | None = Field(None, ge=0)
-    max_output_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
+    max_output_tokens: int | None = Field(default=None, ge=1)
     response_schema: dict[str, Any] | None = None
     reasoning: ReasoningLevel | None = None
     _vision: tuple[list[Message], bool] | None = PrivateAttr(default=None)

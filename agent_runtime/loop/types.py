@@ -63,11 +63,11 @@ class RetryPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_retries: int = Field(3, ge=0)
-    base_delay: float = Field(2.0, ge=0)
-    max_delay: float = Field(30.0, ge=0)
-    max_retry_after: float = Field(120.0, ge=0)
-    jitter: float = Field(0.1, ge=0, lt=1)
+    max_retries: int = Field(default=3, ge=0)
+    base_delay: float = Field(default=2.0, ge=0)
+    max_delay: float = Field(default=30.0, ge=0)
+    max_retry_after: float = Field(default=120.0, ge=0)
+    jitter: float = Field(default=0.1, ge=0, lt=1)
 
 
 class AgentContext(BaseModel):
@@ -148,19 +148,19 @@ class LoopConfig(BaseModel):
         keyword (validated as the fields; an unknown one is rejected)."""
         super().__init__(model=model, **options)
 
-    max_tool_concurrency: int = Field(8, ge=1)
-    max_tool_turns: int = Field(25, ge=1)
-    tool_timeout: float | None = Field(None, gt=0)
+    max_tool_concurrency: int = Field(default=8, ge=1)
+    max_tool_turns: int = Field(default=25, ge=1)
+    tool_timeout: float | None = Field(default=None, gt=0)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    abort_grace: float = Field(0.25, ge=0)
+    abort_grace: float = Field(default=0.25, ge=0)
     get_steering_messages: MessagesGetter | None = None
     get_follow_up_messages: MessagesGetter | None = None
     convert_to_llm: Callable[[list[Message]], list[Message]] | None = None
     transform_context: MessagesTransform | None = None
     on_undelivered_steering: Callable[[list[Message]], None] | None = None
     on_undelivered_follow_ups: Callable[[list[Message]], None] | None = None
-    temperature: float | None = Field(None, ge=0)
-    max_output_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
+    max_output_tokens: int | None = Field(default=None, ge=1)
     reasoning: ReasoningLevel | None = None
     tool_choice: str | None = None
     run_id: str = ""
@@ -170,7 +170,7 @@ class LoopConfig(BaseModel):
     get_system_prompt: Callable[[], str] | None = None
     trace_links: Sequence[Any] = Field(default_factory=list)
     spawner: Callable[..., Any] | None = None
-    stream_max_queue: int | None = Field(None, ge=1)
+    stream_max_queue: int | None = Field(default=None, ge=1)
     stream_overflow: OverflowPolicy | None = None
     output: OutputSpec | None = None
     guardrails: tuple[Guardrail, ...] = ()

@@ -28,8 +28,8 @@ class SessionHistory(_Frozen):
     """
 
     messages: list[Message] = Field(default_factory=list)
-    sequence: int = Field(0, ge=0)
-    bytes: int = Field(0, ge=0)
+    sequence: int = Field(default=0, ge=0)
+    bytes: int = Field(default=0, ge=0)
 
 
 class MemoryAdded(_Frozen):
@@ -40,7 +40,7 @@ class MemoryAdded(_Frozen):
     session: str
     messages: list[Message]
     sequence: int = Field(ge=1)
-    bytes: int = Field(0, ge=0)
+    bytes: int = Field(default=0, ge=0)
 
 
 class MemoryCompacted(_Frozen):
@@ -52,7 +52,7 @@ class MemoryCompacted(_Frozen):
     session: str
     messages: list[Message]
     sequence: int = Field(ge=1)
-    bytes: int = Field(0, ge=0)
+    bytes: int = Field(default=0, ge=0)
 
 
 MemoryEvent = Annotated[MemoryAdded | MemoryCompacted, Field(discriminator="type")]
@@ -77,7 +77,7 @@ class SessionChanges(_Frozen):
     """
 
     messages: list[Message] = Field(default_factory=list)
-    sequence: int = Field(0, ge=0)
+    sequence: int = Field(default=0, ge=0)
     replaced: bool = False
 
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack, cast, overload
 
 import pykka
 
@@ -23,7 +23,8 @@ from agent_runtime._gauges import watch as watch_in_gauges
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.abort import AbortSignal, AbortTable
-from agent_runtime.agent import Agent
+from agent_runtime.agent import Agent, AgentOptionsDict
+from agent_runtime.agent._options import model_of
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.memory import SessionMemory, SessionWriter, open_session_memory
@@ -382,23 +383,111 @@ class Runtime:
 
     # -- agents ---------------------------------------------------------------------------------
 
-    def start_agent(self, key: AgentKey | tuple[str, str, int], **agent_options: Any) -> Agent:
-        """Start an agent under `key` (same as `runtime.subagents.start`).
+    @overload
+    def start_agent(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: None = None,
+        on_failure: Callable[[Exception], str] | None = None,
+        **agent_options: Unpack[AgentOptionsDict],
+    ) -> Agent[str]: ...
+
+    @overload
+    def start_agent(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: type[T],
+        on_failure: Callable[[Exception], T] | None = None,
+        **agent_options: Unpack[AgentOptionsDict],
+    ) -> Agent[T]: ...
+
+    @overload
+    def start_agent(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: object = None,
+        on_failure: None = None,
+        **agent_options: Unpack[AgentOptionsDict],
+    ) -> Agent[Any]: ...
+
+    def start_agent(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: Any = None,
+        on_failure: Callable[[Exception], Any] | None = None,
+        **agent_options: Unpack[AgentOptionsDict],
+    ) -> Agent[Any]:
+        """Start an agent under `key` (same as `runtime.subagents.start`): the options are
+        `AgentOptionsDict`'s keywords; `model` is a ChatModel or the name of an `[llm]`
+        profile (or pool) of the runtime's config. With `output_type=Book` it is an
+        `Agent[Book]` (its runs' `output` a validated `Book`, `on_failure` returning one),
+        without an `Agent[str]` (`output` is the answer's text).
 
         Raises:
             AlreadyRegistered: a live agent holds the key.
             TypeError: an unknown option (named); ValueError: an invalid key or value.
+            ConfigError: `model=` names no configured profile (the known ones named), or
+                one that cannot be built.
         """
-        return self.subagents.start(key, **agent_options)
+        return self.subagents.start(
+            key, output_type=output_type, on_failure=on_failure, **agent_options
+        )
+
+    @overload
+    async def astart_agent(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: None = None,
+        on_failure: Callable[[Exception], str] | None = None,
+        **agent_options: Unpack[AgentOptionsDict],
+    ) -> Agent[str]: ...
+
+    @overload
+    async def astart_agent(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: type[T],
+        on_failure: Callable[[Exception], T] | None = None,
+        **agent_options: Unpack[AgentOptionsDict],
+    ) -> Agent[T]: ...
+
+    @overload
+    async def astart_agent(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: object = None,
+        on_failure: None = None,
+        **agent_options: Unpack[AgentOptionsDict],
+    ) -> Agent[Any]: ...
 
     async def astart_agent(
-        self, key: AgentKey | tuple[str, str, int], **agent_options: Any
-    ) -> Agent:
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: Any = None,
+        on_failure: Callable[[Exception], Any] | None = None,
+        **agent_options: Unpack[AgentOptionsDict],
+    ) -> Agent[Any]:
         """`start_agent` for asyncio hosts: the start runs on a worker thread, so a burst of
-        starts (a request each) never holds the host's loop. Errors are `start_agent`'s."""
+        starts (a request each) never holds the host's loop. Options, types and errors are
+        `start_agent`'s."""
         loop = asyncio.get_running_loop()
-        start = functools.partial(self.start_agent, key, **agent_options)
-        return await loop.run_in_executor(self._starter, start)
+        start = functools.partial(
+            self.start_agent,
+            key,
+            output_type=output_type,
+            on_failure=on_failure,
+            **agent_options,
+        )
+        agent: Agent[Any] = await loop.run_in_executor(self._starter, start)
+        return agent
 
     def spawn_subagent(self, parent: Agent, role: str, options: dict[str, Any]) -> Agent:
         """Start a subagent of `parent` (`ToolContext.spawn`): the next free index of `role` in
@@ -410,7 +499,7 @@ class Runtime:
         return self.subagents.stop(agent)
 
     @contextlib.contextmanager
-    def override_model(self, agent_or_role: Agent | str, model: ChatModel) -> Iterator[None]:
+    def override_model(self, agent_or_role: Agent | str, model: ChatModel | str) -> Iterator[None]:
         """For tests: inside the block, `agent_or_role` runs with `model` instead of its own.
 
         `agent_or_role` is an Agent (the agent under its key) or a role name (every agent of
@@ -418,14 +507,17 @@ class Runtime:
         uses `model` from its first call to its end; a run started after the block (also
         after an exception) uses the agent's own model again, as it is then (a `set_model`
         inside the block counts). Nested overrides restore in order, the innermost matching
-        one wins; thread-safe. The agents' `state().model` stays their own model.
+        one wins; thread-safe. The agents' `state().model` stays their own model. `model`
+        may be the name of an `[llm]` profile (or pool) of the runtime's config.
 
         Raises:
             TypeError: `agent_or_role` is neither an Agent nor a str, or `model` is not a
                 ChatModel instance (each named).
             ValueError: an empty role.
+            ConfigError: `model` names no configured profile (the known ones named).
         """
-        with self._model_overrides.override(agent_or_role, model):
+        chosen = cast(ChatModel, model_of(model, self.config))  # not one: TypeError below
+        with self._model_overrides.override(agent_or_role, chosen):
             yield
 
     def model_for_run(self, key: AgentKey, model: ChatModel) -> ChatModel:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, Unpack, overload
 
 import pykka
 
 from agent_runtime._errors import AlreadyRegistered
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
-from agent_runtime.agent import Agent, AgentActor, AgentHost, AgentOptions
+from agent_runtime.agent import Agent, AgentActor, AgentHost, AgentOptions, AgentOptionsDict
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._storage import read_history
 from agent_runtime.memory import MemoryPolicy
@@ -26,6 +26,8 @@ from supervisors import (
 from supervisors._log import get_logger
 
 log = get_logger(__name__)
+
+OutputT = TypeVar("OutputT")
 
 
 class Subagents:
@@ -42,15 +44,60 @@ class Subagents:
         self._runtime = runtime
         self._supervisor = supervisor  # the current `subagents` DynamicSupervisor
 
-    def start(self, key: AgentKey | tuple[str, str, int], **options: Any) -> Agent:
-        """Start an agent under `key`.
+    @overload
+    def start(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: None = None,
+        on_failure: Callable[[Exception], str] | None = None,
+        **options: Unpack[AgentOptionsDict],
+    ) -> Agent[str]: ...
+
+    @overload
+    def start(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: type[OutputT],
+        on_failure: Callable[[Exception], OutputT] | None = None,
+        **options: Unpack[AgentOptionsDict],
+    ) -> Agent[OutputT]: ...
+
+    @overload
+    def start(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: object = None,
+        on_failure: None = None,
+        **options: Unpack[AgentOptionsDict],
+    ) -> Agent[Any]: ...
+
+    def start(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: Any = None,
+        on_failure: Callable[[Exception], Any] | None = None,
+        **options: Unpack[AgentOptionsDict],
+    ) -> Agent[Any]:
+        """Start an agent under `key` with `options` (`AgentOptionsDict`: `model`, `tools`,
+        `system_prompt`, ...), typed as its output: `Agent[Book]` with `output_type=Book`,
+        `Agent[str]` without (its results' `output` is the answer's text).
 
         Raises:
             AlreadyRegistered: a live agent holds the key (`.holder` is its Agent).
             TypeError: an unknown option, no model (and no default profile), a wrong type.
             ValueError: an invalid key or option value.
+            ConfigError: `model=` names no configured profile (the known ones named).
         """
-        return self._start(AgentKey.of(key), options, parent=None)
+        given: dict[str, Any] = dict(options)
+        if output_type is not None:
+            given["output_type"] = output_type
+        if on_failure is not None:
+            given["on_failure"] = on_failure
+        return self._start(AgentKey.of(key), given, parent=None)
 
     def _start(self, key: AgentKey, options: dict[str, Any], parent: AgentCell | None) -> Agent:
         runtime = self._runtime

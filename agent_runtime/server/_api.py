@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -229,7 +229,7 @@ class AgentApi:
     async def follow_up(self, request: Request) -> Response:
         return await self._queue(request, "follow_up")
 
-    async def _queue(self, request: Request, what: str) -> Response:
+    async def _queue(self, request: Request, what: Literal["steer", "follow_up"]) -> Response:
         agent = self._agent(request)
         body = await read_body(request, QueueBody)
         self._check_text(body.text, body.system_prompt)

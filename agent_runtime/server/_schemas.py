@@ -31,16 +31,16 @@ class StartOptions(_Request):
     left out, the config's `[agent]` defaults apply.
     """
 
-    model: str | None = Field(None, min_length=1)
+    model: str | None = Field(default=None, min_length=1)
     system_prompt: str = ""
     tools: list[str] = Field(default_factory=list)
     steering_mode: QueueMode | None = None
     follow_up_mode: QueueMode | None = None
-    max_tool_turns: int | None = Field(None, ge=1, le=10_000)
-    max_tool_concurrency: int | None = Field(None, ge=1, le=1000)
+    max_tool_turns: int | None = Field(default=None, ge=1, le=10_000)
+    max_tool_concurrency: int | None = Field(default=None, ge=1, le=1000)
     thinking_level: ThinkingLevel | None = None
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    max_output_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_output_tokens: int | None = Field(default=None, ge=1)
     restart: Literal["temporary", "transient"] | None = None
 
 
@@ -53,7 +53,7 @@ class PromptBody(_Request):
 class RunBody(PromptBody):
     """`POST .../run`: the text, and how long to wait for the run's end (seconds)."""
 
-    timeout: float = Field(300.0, gt=0, le=3600)
+    timeout: float = Field(default=300.0, gt=0, le=3600)
 
 
 class QueueBody(_Request):
@@ -67,7 +67,7 @@ class QueueBody(_Request):
 class AbortBody(_Request):
     """`POST .../abort`: why (the run's `Canceled.reason`)."""
 
-    reason: str = Field("user_abort", min_length=1, max_length=200)
+    reason: str = Field(default="user_abort", min_length=1, max_length=200)
 
 
 class AgentRef(_Reply):

@@ -50,8 +50,8 @@ class ScriptedTurn(BaseModel):
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     chunks: list[str] | None = None
-    delay: float = Field(0.0, ge=0)
-    chunk_delay: float = Field(0.0, ge=0)
+    delay: float = Field(default=0.0, ge=0)
+    chunk_delay: float = Field(default=0.0, ge=0)
     error: LLMError | None = None
     thinking: str = ""
     thinking_signature: str | None = None

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Coroutine
 from concurrent.futures import Future
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, Unpack
 
 from agent_runtime._key import AgentKey
-from agent_runtime.agent import Agent
+from agent_runtime.agent import Agent, AgentOptionsDict
 from agent_runtime.memory import SessionMemory
 from agent_runtime.registry import AgentRegistry
 from supervisors import AsyncTaskSupervisor
@@ -32,6 +32,13 @@ class WorkflowHost(Protocol):
         """Run `coro` as a supervised task on the runtime's event loop."""
         ...
 
-    async def astart_agent(self, key: AgentKey | tuple[str, str, int], **options: Any) -> Agent:
+    async def astart_agent(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: object = None,
+        on_failure: None = None,
+        **options: Unpack[AgentOptionsDict],
+    ) -> Agent[Any]:
         """Start an agent under `key` without blocking the loop."""
         ...

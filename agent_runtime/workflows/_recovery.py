@@ -20,8 +20,8 @@ class Recovery(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_retries: int = Field(0, ge=0)
-    failover: str | None = Field(None, min_length=1)
+    max_retries: int = Field(default=0, ge=0)
+    failover: str | None = Field(default=None, min_length=1)
 
     def failover_to(self, step: str) -> Recovery:
         """This recovery, going on at `step` once the retries are used up. The step must be

@@ -13,6 +13,7 @@ import structlog
 from agent_runtime import (
     AgentBusy,
     AgentStopped,
+    ConfigError,
     RunFailed,
     Runtime,
 )
@@ -330,7 +331,7 @@ def test_start_agent_without_a_model_says_how_to_give_one(runtime: Runtime) -> N
         ({"system_prompt": 123}, TypeError, "system_prompt must be a str, not int"),
         ({"system_prompt": b"be brief"}, TypeError, "system_prompt must be a str, not bytes"),
         ({"model": ScriptedModel}, TypeError, "ChatModel instance, not the class ScriptedModel"),
-        ({"model": "gpt"}, TypeError, "model must be a ChatModel"),
+        ({"model": "gpt"}, ConfigError, "'gpt' is not a ChatModel nor a configured model profile"),
         ({"tools": [len]}, TypeError, "tools must be"),
         ({"memory": "all"}, TypeError, "memory must be a MemoryPolicy"),
         ({"temprature": 0.1}, TypeError, "unknown agent option.*'temprature'"),

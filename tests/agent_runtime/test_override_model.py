@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from agent_runtime import Runtime
+from agent_runtime import ConfigError, Runtime
 from agent_runtime.agent import Agent
 from agent_runtime.llm import ChatRequest
 from agent_runtime.testing import FunctionModel, ScriptedModel
@@ -118,7 +118,13 @@ def test_overrides_on_several_threads_each_end_on_their_own(runtime: Runtime) ->
     [
         (3, None, TypeError, "needs an Agent or a role name \\(str\\), not int"),
         ("", None, ValueError, "not an empty role"),
-        ("main", "gpt-4o", TypeError, "needs a ChatModel instance, not str"),
+        (
+            "main",
+            "gpt-4o",
+            ConfigError,
+            r"'gpt-4o' is not a ChatModel nor a configured model "
+            r"profile \(configured profiles: anthropic, gemini, local, openai, scripted\)",
+        ),
         ("main", ScriptedModel, TypeError, "not the class ScriptedModel"),
     ],
 )

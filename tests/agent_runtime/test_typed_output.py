@@ -52,7 +52,7 @@ def test_a_json_text_answer_is_validated_into_output(runtime: Runtime) -> None:
     # The model has the structured capability: the provider's schema mode is asked for.
     assert model.requests[0].response_schema == City.model_json_schema()
     untyped = agent.run("and now?", timeout=10)
-    assert untyped.output is None
+    assert untyped.output == "plain"  # no output_type: the text
     assert model.requests[1].response_schema is None
 
 
@@ -325,3 +325,30 @@ def test_output_validation_error_and_structured_output_error_share_their_base() 
         assert isinstance(error, InvalidOutput)
         assert error.raw == "{}"
     assert issubclass(OutputValidationError, RunFailed)
+
+
+# -- issue 36.3: the output of an untyped run, the typed options -----------------------------------
+
+
+def test_without_output_type_the_output_is_the_answers_text(runtime: Runtime) -> None:
+    agent = _agent(runtime, ScriptedModel(["Six words.", "again"]))
+    assert agent.run("How many?", timeout=10).output == "Six words."
+
+    async def arun() -> object:
+        return (await agent.arun("And now?", timeout=10)).output
+
+    assert asyncio.run(arun()) == "again"
+
+
+def test_a_result_built_by_hand_has_its_text_as_output() -> None:
+    result = agent_runtime.RunResult(
+        run_id="r", new_messages=[], text="hello", usage=agent_runtime.Usage(), stop_reason="stop"
+    )
+    assert result.output == "hello"
+    assert agent_runtime.RunResult.model_validate_json(result.model_dump_json()) == result
+
+
+def test_the_typed_options_are_the_agent_options() -> None:
+    typed = set(agent_runtime.AgentOptionsDict.__annotations__)
+    # output_type and on_failure are parameters of their own, typed with the agent's output.
+    assert typed | {"output_type", "on_failure"} == set(agent_runtime.AgentOptions.model_fields)
