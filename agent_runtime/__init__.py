@@ -22,6 +22,8 @@ from agent_runtime._errors import (
     AgentRuntimeError,
     AgentStopped,
     AlreadyRegistered,
+    ApprovalError,
+    ApprovalsPending,
     CannotContinue,
     ConfigError,
     GuardrailTripped,
@@ -36,6 +38,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import BlockingCallWarning
 from agent_runtime.abort import Aborted, AbortSignal, AbortTable
 from agent_runtime.agent import Agent, AgentOptions, AgentState, RunEvents, RunResult
+from agent_runtime.agent._approvals import ApprovalDecision, PendingApproval
 from agent_runtime.agent._delegate import delegate
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.event_stream import EventStream, StreamStats
@@ -55,6 +58,8 @@ from agent_runtime.events import (
     MessageUpdate,
     ProviderRetry,
     ProviderRetryEnd,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -156,6 +161,9 @@ __all__ = [
     "AgentStatus",
     "AgentStopped",
     "AlreadyRegistered",
+    "ApprovalDecision",
+    "ApprovalError",
+    "ApprovalsPending",
     "AssistantMessage",
     "AuthenticationError",
     "BlockingCallWarning",
@@ -192,6 +200,7 @@ __all__ = [
     "ModelNotFoundError",
     "NetworkError",
     "OutputValidationError",
+    "PendingApproval",
     "PermissionDeniedError",
     "ProviderError",
     "ProviderRetry",
@@ -222,6 +231,8 @@ __all__ = [
     "TextContent",
     "ThinkingContent",
     "Tool",
+    "ToolApprovalDecided",
+    "ToolApprovalRequested",
     "ToolArgumentsError",
     "ToolCall",
     "ToolContext",
