@@ -437,7 +437,7 @@ def run_into(
     `on_update` instead of being yielded: for a consumer that hands every token on anyway
     (an agent's driver), two generator layers fewer per token. Every other event, in the
     same order relative to the updates, is yielded as `run` yields it."""
-    if prompts is None:
+    if prompts is None and config.resume is None:  # a resumed turn continues any history
         check_continuable(context)
     return _Run(prompts or [], context, config, signal, on_update).events()
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from agent_runtime import (
     AgentBusy,
     ApprovalError,
+    ApprovalsPending,
     PendingApproval,
     Runtime,
     ToolApprovalDecided,
@@ -19,9 +23,11 @@ from agent_runtime import (
 )
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import ToolExecutionEnd
+from agent_runtime.loop import validate_transcript
 from agent_runtime.messages import ToolCall, ToolResultMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, ToolContext, tool
+from supervisors import kill
 
 KEY = ("s", "main", 0)
 
@@ -301,3 +307,129 @@ def test_async_twins(runtime: Runtime) -> None:
     asyncio.run(asyncio.wait_for(decide(), 5))
     agent.wait_for_idle(timeout=5)
     assert ran == ["send_mail:x"]
+
+
+# -- durable: a restart, or a new process on the same store, finds the calls still waiting ----
+
+
+def test_a_transient_restart_keeps_the_waiting_calls_and_continue_runs_them(
+    runtime: Runtime,
+) -> None:
+    ran: list[str] = []
+    model = ScriptedModel(
+        [
+            ScriptedTurn(
+                tool_calls=[call("l", "lookup", q="bob"), call("c1", "send_mail", to="bob")]
+            ),
+            "mailed",
+        ]
+    )
+    agent = runtime.start_agent(KEY, model=model, tools=make_tools(ran), restart="transient")
+    agent.prompt("mail bob")
+    wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
+    before = agent.state().pending_approvals
+    old_ref = agent.ref
+    kill(old_ref)
+    wait_until(lambda: agent.alive and agent.ref is not old_ref, timeout=5)
+    state = agent.state()
+    assert state.pending_approvals == before
+    assert runtime.pending_approvals() == before
+    assert not state.is_running
+    with pytest.raises(ApprovalsPending, match="c1") as busy:
+        agent.prompt("something else")
+    assert busy.value.tool_call_ids == ["c1"]
+    with pytest.raises(ApprovalsPending, match="c1"):
+        agent.continue_run()  # undecided: nothing to run yet
+    agent.approve("c1", by="alice")
+    assert agent.state().pending_approvals == []
+    agent.continue_run()
+    agent.wait_for_idle(timeout=5)
+    messages = agent.state().messages
+    assert ran == ["lookup:bob", "send_mail:bob"]  # the lookup that had ended is not run again
+    assert [m.text for m in messages] == ["mail bob", "", "found bob", "sent to bob", "mailed"]  # type: ignore[attr-defined]
+    assert not validate_transcript(messages)
+    # and the session's memory holds the same turn, once
+    stored = runtime.memory.history("s").messages
+    assert [m.text for m in stored] == ["mail bob", "", "found bob", "sent to bob", "mailed"]  # type: ignore[attr-defined]
+
+
+def test_a_denied_parked_call_gets_its_error_result_after_a_restart(runtime: Runtime) -> None:
+    ran: list[str] = []
+    model = ScriptedModel([ScriptedTurn(tool_calls=[call("c1", "send_mail", to="x")]), "fine"])
+    agent = runtime.start_agent(KEY, model=model, tools=make_tools(ran), restart="transient")
+    agent.prompt("mail")
+    wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
+    old_ref = agent.ref
+    kill(old_ref)
+    wait_until(lambda: agent.alive and agent.ref is not old_ref, timeout=5)
+    wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
+    agent.deny("c1", "not today", by="ops")
+    with pytest.raises(ApprovalError, match="already decided: denied"):
+        agent.approve("c1")
+    agent.continue_run()
+    agent.wait_for_idle(timeout=5)
+    result = results(agent.state().messages)["c1"]
+    assert ran == [] and "not today" in result.text
+    assert agent.state().messages[-1].text == "fine"  # type: ignore[attr-defined]
+
+
+CRASHING_PROCESS = """
+import os, sys
+from agent_runtime import Runtime
+from agent_runtime.config import RuntimeConfig
+from agent_runtime.messages import ToolCall
+from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.tools import tool
+
+@tool(requires_approval=True)
+def send_mail(to: str) -> str:
+    "Send a mail."
+    return f"sent to {to}"
+
+runtime = Runtime.start(RuntimeConfig())
+turn = ScriptedTurn(tool_calls=[ToolCall(id="c1", name="send_mail", arguments={"to": "bob"})])
+agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([turn]), tools=[send_mail])
+agent.prompt("mail bob")
+wait_until(lambda: agent.state().pending_approvals, timeout=10)
+wait_until(lambda: runtime.memory.kv("agent_runtime.pending_approvals").items(), timeout=10)
+print("waiting", flush=True)
+os._exit(0)  # a crash: nothing is stopped in order
+"""
+
+
+def test_a_new_process_on_the_same_store_finds_the_waiting_calls(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_PROCESS],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "waiting", done.stderr
+    ran: list[str] = []
+    with Runtime.start(RuntimeConfig()) as runtime:
+        agent = runtime.start_agent(KEY, model=ScriptedModel(["mailed"]), tools=make_tools(ran))
+        pending = agent.state().pending_approvals
+        assert [(p.tool_call_id, p.name, p.args) for p in pending] == [
+            ("c1", "send_mail", {"to": "bob"})
+        ]
+        assert [p.tool_call_id for p in runtime.pending_approvals()] == ["c1"]
+        assert agent.state().messages == []  # the prompt comes back with its turn
+        with pytest.raises(AgentBusy, match="c1"):
+            agent.prompt("hello")
+        agent.approve("c1", by="alice")
+        agent.continue_run()
+        agent.wait_for_idle(timeout=5)
+        messages = agent.state().messages
+        assert ran == ["send_mail:bob"]
+        assert [m.text for m in messages] == ["mail bob", "", "sent to bob", "mailed"]  # type: ignore[attr-defined]
+        assert runtime.memory.kv("agent_runtime.pending_approvals").items() == {}
+    with Runtime.start(RuntimeConfig()) as runtime:  # and a third process finds it all done
+        agent = runtime.start_agent(KEY, model=ScriptedModel(["again"]), tools=make_tools(ran))
+        assert agent.state().pending_approvals == []
+        assert [m.text for m in agent.state().messages] == [  # type: ignore[attr-defined]
+            "mail bob",
+            "",
+            "sent to bob",
+            "mailed",
+        ]
