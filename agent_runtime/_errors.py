@@ -55,7 +55,7 @@ AgentRuntimeError
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 
 class AgentRuntimeError(Exception):
@@ -238,12 +238,21 @@ class ApprovalError(AgentRuntimeError, LookupError):
     Attributes:
         tool_call_id: the call asked about.
         pending: the ids of the calls waiting for approval.
+        kind: `unknown` (no such call waits), `decided` (it was decided already) or
+            `invalid_args` (the new arguments do not validate).
     """
 
-    def __init__(self, message: str, tool_call_id: str, pending: list[str]) -> None:
+    def __init__(
+        self,
+        message: str,
+        tool_call_id: str,
+        pending: list[str],
+        kind: Literal["unknown", "decided", "invalid_args"] = "unknown",
+    ) -> None:
         super().__init__(message)
         self.tool_call_id = tool_call_id
         self.pending = pending
+        self.kind = kind
 
 
 class CannotContinue(AgentRuntimeError):

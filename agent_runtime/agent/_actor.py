@@ -414,6 +414,7 @@ class AgentActor(AsyncioActor):
                 f"tool call {msg.tool_call_id!r} no longer waits for approval",
                 msg.tool_call_id,
                 [p.tool_call_id for p in self.approvals.listing()],
+                "decided",
             )
         self._publish_approvals()
 

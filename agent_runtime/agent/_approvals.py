@@ -329,6 +329,7 @@ class ApprovalBook:
                     f"tool call {call_id!r} was already decided: {what}{by}; waiting: {ids!r}",
                     call_id,
                     ids,
+                    "decided",
                 )
             raise ApprovalError(
                 f"no tool call {call_id!r} waits for approval; waiting: {ids!r}", call_id, ids
@@ -344,6 +345,7 @@ class ApprovalBook:
                         f"{exc.describe(tool.name)}",
                         call_id,
                         list(waiting),
+                        "invalid_args",
                     ) from exc
         decision = ApprovalDecision(
             tool_call_id=call_id,

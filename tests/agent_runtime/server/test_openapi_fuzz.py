@@ -61,7 +61,8 @@ def test_every_answer_is_documented_and_none_is_a_server_error(
         if target == "live-agent" and case.path_parameters:  # fuzzed bodies on a real agent
             if gw.runtime.registry.lookup(LIVE) is None:  # a fuzzed DELETE stopped it
                 gw.start("s/main/0", model="quick")
-            case.path_parameters = dict(zip(("session", "role", "index"), LIVE, strict=True))
+            live = dict(zip(("session", "role", "index"), LIVE, strict=True))
+            case.path_parameters = {**case.path_parameters, **live}  # a tool_call_id stays
         case.call_and_validate(base_url=gw.url, headers=auth(), timeout=30)
 
     answers_as_documented()
