@@ -62,7 +62,10 @@ _Key = Annotated[AgentKey, AfterValidator(AgentKey.of)]
 
 _set = object.__setattr__  # how a frozen model's slots are filled without validation
 
-# Taken only to swap a deferred MessageUpdate's message in (once per event that is read).
+# Taken only to swap a deferred MessageUpdate's message in (once per event that is read). The
+# deferred update and its `filled` construction buy "CPU per streamed delta" 27 us against 86
+# us with `model_construct` (see agent_runtime/_trusted.py); the swap keeps the shared fields
+# set below unchanged.
 _SWAPPING = threading.Lock()
 
 # The `__pydantic_fields_set__` of every per-token event, shared: a set is an object the

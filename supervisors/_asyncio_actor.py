@@ -16,6 +16,7 @@ import contextlib
 import queue
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Generator
 from typing import Any, ClassVar, Self, TypeVar
@@ -25,6 +26,7 @@ from pykka import messages as pykka_messages
 from pykka._envelope import Envelope
 
 from supervisors._actor import ExitReason, ReportsExit
+from supervisors._step_watch import report_if_slow
 
 T = TypeVar("T")
 
@@ -193,6 +195,15 @@ class LoopFuture(pykka.Future[T]):
         return self.get()
 
     __iter__ = __await__
+
+
+def _name_of(message: Any) -> str:
+    """What a handler is known by in the watchdog's log: the message's type, or for a proxy
+    call the attribute it calls."""
+    attr_path = getattr(message, "attr_path", None)
+    if attr_path:
+        return ".".join(attr_path)
+    return type(message).__name__
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:
@@ -414,10 +425,13 @@ class AsyncioActor(ReportsExit, pykka.Actor):
 
     def _handle_one(self, envelope: Envelope[Any]) -> None:
         self._handling = True
+        started = time.thread_time() if self._loop.get_debug() else None
         try:
             self._handle_envelope(envelope)
         finally:
             self._handling = False
+            if started is not None:
+                report_if_slow(f"{type(self).__name__}:{_name_of(envelope.message)}", started)
 
     def _handle_receive(self, message: Any) -> Any:
         result = super()._handle_receive(message)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from supervisors._describe import describe
 from supervisors._errors import EventLoopDied
 from supervisors._log import get_logger
+from supervisors._step_watch import step_name, watched
 
 log = get_logger(__name__)
 
@@ -92,7 +93,8 @@ class LoopTasks:
         _check_coroutine(coro, "submit")
         with self._lock:
             self._refuse_if_closed_locked(coro)
-            future = asyncio.run_coroutine_threadsafe(self._track(coro), self.loop)
+            tracked = watched(self._track(coro), self.loop.get_debug(), step_name(coro))
+            future = asyncio.run_coroutine_threadsafe(tracked, self.loop)
             self._futures.add(future)
         future.add_done_callback(self._done)
         return future
@@ -138,7 +140,7 @@ class LoopTasks:
             if (ended := self._take_ended(spawn_id)) is not None:
                 self._tell_ended(ended, True, None)
             return
-        task = self.loop.create_task(coro)
+        task = self.loop.create_task(watched(coro, self.loop.get_debug()))
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._spawned_ended, spawn_id))
 

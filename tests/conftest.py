@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
 
-from agent_runtime import telemetry
+from agent_runtime import Runtime, telemetry
+from agent_runtime.config import RuntimeConfig
 
 LIBRARY_LOGGERS = ("agent_runtime", "supervisors")
 
@@ -43,3 +46,38 @@ def _structlog_unconfigured_after_each_test() -> Iterator[None]:
     yield
     structlog.reset_defaults()
     telemetry._configured_by_us = False  # so the next configure_logging() configures again
+
+
+@pytest.fixture
+def make_runtime(_own_working_directory: None) -> Iterator[Callable[..., Runtime]]:
+    """A factory of started runtimes, each stopped at teardown (also when the test failed).
+
+    `make_runtime(**sections)` starts `Runtime.start(RuntimeConfig(**sections))`: a section as
+    its config object or as a dict, e.g. `make_runtime(memory=MemoryConfig(store="memory"))`
+    or `make_runtime(agent={"abort_grace": 60})`; `make_runtime(config)` starts a
+    RuntimeConfig made elsewhere (not both). With no arguments: the default `RuntimeConfig()`,
+    whose durable session memory lands in the test's own directory.
+
+    At teardown every runtime the factory made is stopped, the last made first; a stop that
+    fails (a runtime that would not stop in time) fails the test's teardown after the others
+    were stopped. A runtime the test stopped itself is fine: `stop()` is idempotent.
+    """
+    with contextlib.ExitStack() as stops:
+
+        def make(config: RuntimeConfig | None = None, /, **sections: Any) -> Runtime:
+            if config is not None and sections:
+                raise TypeError("make_runtime() takes a RuntimeConfig or sections, not both")
+            if config is None:
+                config = RuntimeConfig.model_validate(sections)
+            runtime = Runtime.start(config)
+            stops.callback(runtime.stop)
+            return runtime
+
+        yield make
+
+
+@pytest.fixture
+def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
+    """A started runtime of the default `RuntimeConfig()`, stopped at teardown (also when the
+    test failed). A test that needs another configuration uses `make_runtime(...)`."""
+    return make_runtime()

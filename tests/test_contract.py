@@ -182,12 +182,6 @@ NO_RETRY = RetryPolicy(max_retries=0)
 FAST_RETRY = RetryPolicy(max_retries=3, base_delay=0.001, max_delay=0.005)
 
 
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start() as rt:
-        yield rt
-
-
 class Stopper:
     """Remembers supervisors a test started and stops every one at teardown."""
 
@@ -444,6 +438,7 @@ class Stubborn(SupervisedActor):
         self.release.wait(5)
 
 
+@pytest.mark.timing
 def test_a_child_gets_its_shutdown_time_to_stop(stopper: Stopper) -> None:
     release = threading.Event()
     spec = ChildSpec(id="slow", start=lambda: Stubborn.start(release), shutdown=0.02)
@@ -1210,6 +1205,7 @@ def test_error_overflow_raises_stream_overflow() -> None:
         s.push(ev(1))
 
 
+@pytest.mark.timing
 def test_block_overflow_raises_after_the_push_timeout() -> None:
     s = EventStream(max_queue=1, overflow="block")
     s.push(ev(0))
@@ -1490,6 +1486,7 @@ def test_run_of_an_aborted_run_raises_run_canceled(runtime: Runtime) -> None:
     assert isinstance(outcome[0], RunCanceled) and outcome[0].reason == "enough"
 
 
+@pytest.mark.timing
 def test_state_answers_promptly_while_a_run_is_busy(runtime: Runtime) -> None:
     agent = runtime.start_agent(("s", "r", 0), model=ScriptedModel([slow_turn()]))
     agent.prompt("go")
@@ -1504,6 +1501,7 @@ def test_state_answers_promptly_while_a_run_is_busy(runtime: Runtime) -> None:
     agent.wait_for_idle(timeout=3)
 
 
+@pytest.mark.timing
 def test_the_agent_answers_promptly_while_blocked_on_a_slow_subscriber(runtime: Runtime) -> None:
     model = ScriptedModel([ScriptedTurn(chunks=list("abcdefgh"))])
     agent = runtime.start_agent(("s", "r", 0), model=model)
@@ -1847,6 +1845,7 @@ class HungModel(llm.BaseChatModel):
         await asyncio.sleep(SLOW)
 
 
+@pytest.mark.timing
 def test_abort_closes_a_hung_stream_and_drops_incomplete_tool_calls() -> None:
     context = AgentContext(system_prompt="", messages=[], tools=[add])
     signal = agent_runtime.AbortSignal()
@@ -2287,6 +2286,7 @@ def test_scripted_turn_error_is_raised_after_the_chunks() -> None:
     assert [c.text for c in got if isinstance(c, llm.TextDelta)] == ["x", "y"]
 
 
+@pytest.mark.timing
 def test_scripted_turn_delay_waits_before_the_first_chunk() -> None:
     model = ScriptedModel([ScriptedTurn(text="x", delay=0.02)])
     began = time.monotonic()
@@ -2325,6 +2325,7 @@ def test_a_callable_api_key_is_resolved_on_every_request(wire: str) -> None:
     assert "key-one" in sent[0] and "key-two" in sent[1]
 
 
+@pytest.mark.timing
 def test_cancelling_the_awaiting_task_closes_the_http_response() -> None:
     from agent_runtime.testing import MockResponse
 

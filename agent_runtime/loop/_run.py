@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 
 from agent_runtime._key import AgentKey
 from agent_runtime._run_ids import new_run_id
-from agent_runtime._trusted import completed
 from agent_runtime.abort import AbortSignal
 from agent_runtime.events import (
     AgentEnd,
@@ -46,10 +45,6 @@ from supervisors._log import get_logger
 log = get_logger(__name__)
 
 # The events `stamp` builds without validating (their fields: the run's key, its messages).
-_MADE_AS_THEY_ARE: frozenset[type[Event]] = frozenset(
-    {AgentStart, TurnStart, MessageStart, MessageEnd, TurnEnd, AgentEnd}
-)
-
 E = TypeVar("E", bound=Event)
 
 
@@ -68,12 +63,9 @@ class _Run:
         self.on_update = on_update
         self.system_prompt = context.system_prompt
         self.tools = list(context.tools)
-        # The transcript is `history[:history_len]` then `new_messages`: an owner that only
-        # appends to its list while the run goes (AgentContext.shares_history) lends it, so
-        # the run's start copies nothing; any other list is copied here, as it is now.
-        history = context.messages
-        self.history: list[Message] = history if context.shares_history else list(history)
-        self.history_len = len(history)
+        # The transcript is `history[:history_len]` then `new_messages`.
+        self.history: list[Message] = list(context.messages)
+        self.history_len = len(self.history)
         known = context.transcript
         # The caller's check of the context's messages, taken over (AgentContext says so), when
         # it matches them (else from scratch).
@@ -123,18 +115,14 @@ class _Run:
             )
             return update  # type: ignore[return-value]  # E is MessageUpdate here
         fields["agent"], fields["run_id"], fields["seq"] = self.agent, self.run_id, self.seq
-        # The run's own structural events hold only its key and messages, validated where
-        # they entered: not validated again (eight per text turn).
-        event = completed(kind, fields) if kind in _MADE_AS_THEY_ARE else kind(**fields)
+        event = kind(**fields)
         if self.trace.enabled:
             self.trace.observe(event)
         return event
 
     def messages(self) -> list[Message]:
         """The transcript so far, as a new list (one copy: what a request is built from)."""
-        out = self.history[: self.history_len]  # the owner may append to its list meanwhile
-        out += self.new_messages
-        return out
+        return self.history + self.new_messages
 
     def commit(self, message: Message) -> list[Event]:
         """Add a message to the transcript; MessageStart/MessageEnd announce it."""

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent_runtime._key import AgentKey
 from agent_runtime.abort import AbortSignal
@@ -78,10 +78,7 @@ class AgentContext(BaseModel):
     yours) and checks only what it adds, so its cost does not grow with the history. Without
     it the run checks the whole transcript once.
 
-    The run copies `messages` as it starts, unless `shares_history` was set by an owner that
-    lends its live history list (an agent, whose history a run only ever appends to): then
-    the owner only appends to that list, or replaces it by another, until the run ends, and
-    the run reads the first `len(messages)` items in place.
+    The run copies `messages` as it starts: the caller's list is never read again.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -90,19 +87,6 @@ class AgentContext(BaseModel):
     messages: list[Message] = Field(default_factory=list)
     tools: Sequence[Tool] = Field(default_factory=list)
     transcript: TranscriptState | None = None
-    _shares_history: bool = PrivateAttr(default=False)
-
-    @property
-    def shares_history(self) -> bool:
-        """True when `messages` is an owner's live list, lent to the run (see the class)."""
-        return self._shares_history
-
-    def lend_history(self) -> AgentContext:
-        """Mark `messages` as the caller's live history list, read in place by the run: the
-        caller promises to only append to it (or replace it by another list) until the run
-        ends. Returns this context."""
-        self._shares_history = True
-        return self
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ def test_first_abort_reason_wins_until_clear() -> None:
     assert signal.reason == "aborted"
 
 
+@pytest.mark.timing
 def test_wait_wakes_a_blocked_thread_on_abort() -> None:
     signal = AbortSignal()
     woke: list[float] = []

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +50,6 @@ from agent_runtime.tools import Tool, ToolContext, tool
 from supervisors import kill
 
 NO_RETRY = RetryPolicy(max_retries=0)
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def slow_turn(text: str = "slow", delay: float = 30.0) -> ScriptedTurn:
@@ -118,6 +112,7 @@ def test_continue_works_right_after_an_aborted_tool_run(runtime: Runtime) -> Non
     assert agent.state().messages[-1].text == "resumed"  # type: ignore[union-attr]
 
 
+@pytest.mark.timing
 def test_wait_for_idle_times_out_then_succeeds(runtime: Runtime) -> None:
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([slow_turn(delay=0.3)]))
     agent.prompt("go")
@@ -365,6 +360,7 @@ def test_error_policy_closes_the_subscription_at_once(runtime: Runtime) -> None:
         list(strict)
 
 
+@pytest.mark.timing
 def test_a_blocked_subscriber_stalls_no_other_agent(runtime: Runtime) -> None:
     blocked = runtime.start_agent(
         ("s", "blocked", 0), model=ScriptedModel([ScriptedTurn(chunks=list("abcdef"))])
@@ -752,6 +748,7 @@ def test_agents_opt_into_runtime_tools_and_their_own_win(runtime: Runtime) -> No
     assert plain_model.requests[0].tools == []
 
 
+@pytest.mark.timing
 def test_runtime_stop_aborts_running_agents_and_pairs_their_calls() -> None:
     @tool
     def hang(ctx: ToolContext) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -37,12 +37,6 @@ from agent_runtime.tools import Tool, ToolContext, ToolRegistry, tool
 from supervisors import exit_reason, kill
 
 NO_RETRY = RetryPolicy(max_retries=0)
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def call(call_id: str, name: str, **arguments: object) -> ToolCall:

@@ -3,13 +3,11 @@ context_transform with its one retry of a context overflow (issue 15, DESIGN.md 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from agent_runtime import RunFailed, Runtime
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.context import make_transform
 from agent_runtime.events import ProviderRetry, ProviderRetryEnd
 from agent_runtime.llm import ContextLengthExceededError, openai_compatible
@@ -25,12 +23,6 @@ NO_RETRY = RetryPolicy(max_retries=0)
 def echo(text: str) -> str:
     """Echo."""
     return text
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 # -- tool_choice, temperature, max_output_tokens -----------------------------------------------

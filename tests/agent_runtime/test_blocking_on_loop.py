@@ -19,12 +19,6 @@ from agent_runtime.testing import ScriptedModel, ScriptedTurn
 from agent_runtime.tools import tool
 
 
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
-
-
 class Opened:
     """Subscriptions a blocking call opened, closed when the test ends (so that a call which
     does block, as before the fix, is released and the runtime can stop)."""

@@ -4,13 +4,12 @@ runtime, mid-run or idle, goes on."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 import structlog
 
 from agent_runtime import Agent, AgentStopped, Runtime
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import Error
 from agent_runtime.messages import ToolCall
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
@@ -19,11 +18,9 @@ from supervisors import kill
 
 
 @pytest.fixture
-def runtime() -> Iterator[Runtime]:
+def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
     # A window no slow machine outlasts: every crash of a test counts against the budgets.
-    config = RuntimeConfig.model_validate({"supervision": {"max_restarts": 3, "max_seconds": 120}})
-    with Runtime.start(config) as rt:
-        yield rt
+    return make_runtime(supervision={"max_restarts": 3, "max_seconds": 120})
 
 
 def crash_mid_run(agent: Agent) -> None:

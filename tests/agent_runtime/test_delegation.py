@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agent_runtime import Agent, AgentKey, Runtime, delegate
@@ -14,12 +12,6 @@ from agent_runtime.messages import ToolCall, ToolResultMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import ToolContext, tool
 from supervisors import kill
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def ask(call_id: str, role: str, task: str) -> ScriptedTurn:

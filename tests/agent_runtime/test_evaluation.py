@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 
 import pytest
 
 from agent_runtime import RunResult, Runtime, TemplateParameterMissing
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.evaluation import (
     RESULT_EVENT,
     TOXICITY_ID,
@@ -45,12 +43,6 @@ def a_run(question: str, answer: str) -> RunResult:
         usage=Usage(),
         stop_reason="stop",
     )
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def test_toxicity_of_a_real_run_through_structured_output(runtime: Runtime) -> None:

@@ -198,6 +198,7 @@ def test_push_async_under_drop_oldest_evicts() -> None:
     assert seqs(drain(stream)) == [("gap", 1), 2, "agent_end"]
 
 
+@pytest.mark.timing
 def test_block_waits_for_the_timeout_then_raises() -> None:
     stream = full_stream("block", max_queue=1)
     start = time.monotonic()
@@ -363,6 +364,7 @@ def test_done_and_terminal_report_the_end() -> None:
 # -- lifetime and owner ----------------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_the_lifetime_timeout_cancels_with_reason_timeout() -> None:
     start = time.monotonic()
     stream = EventStream(timeout=0.1)
@@ -947,6 +949,7 @@ def test_every_thread_reader_is_woken_for_a_burst() -> None:
     assert sorted(e.seq for e in taken) == [1, 2, 3]
 
 
+@pytest.mark.timing
 def test_a_blocking_push_on_an_event_loop_first_wakes_the_reader_that_makes_space() -> None:
     # The loop's step cannot end while its thread waits in `push`: the wake-up owed to the
     # reader is given before waiting, or both would wait until the push timeout.

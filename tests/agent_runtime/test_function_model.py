@@ -11,7 +11,6 @@ import pytest
 
 from agent_runtime import RunFailed, Runtime
 from agent_runtime.abort import Aborted, AbortSignal
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import MessageUpdate
 from agent_runtime.llm import ChatModel, ChatRequest, ModelPricing, RateLimitError
 from agent_runtime.loop import RetryPolicy
@@ -34,12 +33,6 @@ REQUEST = ChatRequest(messages=[UserMessage(content="hi")])
 def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def _last_user_text(request: ChatRequest) -> str:

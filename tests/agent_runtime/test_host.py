@@ -8,7 +8,7 @@ import contextlib
 import gc
 import io
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -240,10 +240,8 @@ def test_the_default_never_overrides_the_application_s_logging() -> None:
 
 
 @pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    rt = Runtime.start(CONFIG)
-    yield rt
-    rt.stop()
+def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
+    return make_runtime(CONFIG)
 
 
 def chunks(n: int, delay: float = 0.0) -> ScriptedModel:

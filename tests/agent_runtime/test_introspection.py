@@ -20,7 +20,6 @@ from agent_runtime import (
     delegate,
 )
 from agent_runtime.agent._status import ActorStatus, RunProgress, activity
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.llm import InvalidRequestError, RateLimitError
 from agent_runtime.loop import RetryPolicy
 from agent_runtime.messages import AssistantMessage, ToolCall
@@ -30,12 +29,6 @@ from agent_runtime.tools import Tool, tool
 from supervisors import kill
 
 KEY = AgentKey("s", "main", 0)
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 @pytest.fixture

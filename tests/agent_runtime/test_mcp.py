@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import pytest
 
 from agent_runtime import Runtime
 from agent_runtime.abort import AbortSignal
-from agent_runtime.config import AgentConfig, RuntimeConfig
+from agent_runtime.config import AgentConfig
 from agent_runtime.mcp import (
     CallNext,
     McpCall,
@@ -92,11 +92,10 @@ def server(tmp_path: Path) -> Iterator[HttpServer]:
 
 
 @pytest.fixture
-def runtime() -> Iterator[Runtime]:
+def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
     # A long abort grace: a run aborted during an MCP call ends promptly only if the call
     # itself is cancelled, not because the loop gave up on it.
-    with Runtime.start(RuntimeConfig(agent=AgentConfig(abort_grace=60))) as rt:
-        yield rt
+    return make_runtime(agent=AgentConfig(abort_grace=60))
 
 
 def text(result: ToolResult | ToolResultMessage) -> str:

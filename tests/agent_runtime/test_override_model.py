@@ -4,21 +4,13 @@ own for the length of a block (issue 16, "Test doubles users expect")."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from agent_runtime import Runtime
 from agent_runtime.agent import Agent
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.llm import ChatRequest
 from agent_runtime.testing import FunctionModel, ScriptedModel
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def _says(word: str) -> FunctionModel:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,6 @@ from agent_runtime.messages import ToolCall
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import tool
 from supervisors import kill
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    rt = Runtime.start(RuntimeConfig())
-    yield rt
-    rt.stop()
 
 
 def child_ref(runtime: Runtime, child_id: str):  # type: ignore[no-untyped-def]
@@ -161,6 +153,7 @@ def test_start_rejects_a_config_of_the_wrong_type() -> None:
         Runtime.start(config=42)  # type: ignore[arg-type]
 
 
+@pytest.mark.timing
 def test_stop_keeps_its_timeout_when_a_sync_tool_ignores_the_abort() -> None:
     from agent_runtime.messages import ToolCall
     from agent_runtime.testing import ScriptedModel, ScriptedTurn

@@ -5,12 +5,8 @@ own messages are never doubled, a compaction is picked up, and reset keeps the p
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-
-import pytest
 
 from agent_runtime import Agent, Runtime
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.loop import validate_transcript
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import (
@@ -22,13 +18,6 @@ from agent_runtime.messages import (
 )
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
 from agent_runtime.tools import tool
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    rt = Runtime.start(RuntimeConfig())  # durable SQLite memory, in the test's own directory
-    yield rt
-    rt.stop()
 
 
 def texts(messages: list[Message]) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -19,9 +19,8 @@ from agent_runtime.testing import ScriptedModel, ScriptedTurn
 
 
 @pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as rt:
-        yield rt
+def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
+    return make_runtime(memory=MemoryConfig(store="memory"))
 
 
 def race(threads: int, prompt: Callable[[int], str]) -> list[str]:

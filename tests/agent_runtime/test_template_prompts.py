@@ -4,8 +4,6 @@ run's start with an error naming it, and the agent goes on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agent_runtime import (
@@ -15,14 +13,7 @@ from agent_runtime import (
     TemplateNotFound,
     TemplateParameterMissing,
 )
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.testing import ScriptedModel
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def test_an_update_applies_from_the_next_run_without_a_restart(runtime: Runtime) -> None:

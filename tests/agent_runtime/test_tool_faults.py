@@ -5,25 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
 
 from agent_runtime import AgentStopped, RunFailed, Runtime
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import Error
 from agent_runtime.messages import TextContent, ToolCall, ToolResult, ToolResultMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, ToolContext, execute_tool_call, tool
 
 ESCAPING = [SystemExit, KeyboardInterrupt, GeneratorExit]
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def text(result: ToolResult | ToolResultMessage) -> str:

@@ -15,7 +15,6 @@ from pydantic import BaseModel
 import agent_runtime
 from agent_runtime import OutputValidationError, RunFailed, Runtime
 from agent_runtime._errors import InvalidOutput
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.llm import InvalidRequestError, StructuredOutputError, openai_compatible
 from agent_runtime.loop import RetryPolicy
 from agent_runtime.messages import ToolCall, ToolResultMessage, UserMessage
@@ -35,12 +34,6 @@ class City(BaseModel):
 def lookup(name: str) -> str:
     """Look a city up."""
     return f"{name}: 700000 people"
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def _agent(runtime: Runtime, model: Any, **options: Any) -> agent_runtime.Agent:

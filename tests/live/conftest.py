@@ -9,12 +9,9 @@ tool was called, usage is there, the error is typed), never the quality of an an
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 
-from agent_runtime import Runtime
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.llm import OpenAICompatibleModel, llama_cpp
 
 LIVE_URL = os.environ.get("LIVE_LLAMA_URL")
@@ -64,9 +61,3 @@ def embedding_url() -> str:
     if not EMBEDDING_URL:
         pytest.skip("no embedding server: tests/live/harness.py starts one")
     return EMBEDDING_URL
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt

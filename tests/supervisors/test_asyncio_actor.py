@@ -123,6 +123,7 @@ def test_a_future_settled_already_can_be_read_on_the_loop(aio: AsyncTaskSupervis
     assert on_loop(aio, read()) == 7
 
 
+@pytest.mark.timing
 def test_a_foreign_get_times_out(aio: AsyncTaskSupervisor) -> None:
     future: LoopFuture[int] = LoopFuture()
     started = time.monotonic()

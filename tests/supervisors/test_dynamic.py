@@ -192,6 +192,7 @@ def hold(dyn: DynamicSupervisor, gate: threading.Event) -> None:
     assert arrived.wait(5)
 
 
+@pytest.mark.timing
 def test_a_temporary_child_starts_and_stops_while_its_supervisor_is_busy(
     started: Started, recorder: Recorder, gates: Gates
 ) -> None:

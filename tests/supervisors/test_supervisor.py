@@ -254,6 +254,7 @@ def test_a_child_whose_restart_fails_in_on_start_is_restarted_again(
 # -- shutdown ---------------------------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_a_child_that_does_not_stop_within_its_shutdown_is_killed_and_abandoned(
     started: Started, recorder: Recorder, gates: Gates
 ) -> None:
@@ -273,6 +274,7 @@ def test_a_child_that_does_not_stop_within_its_shutdown_is_killed_and_abandoned(
     assert reason is not None and reason.kind == "killed"
 
 
+@pytest.mark.timing
 def test_brutal_kill_does_not_wait_for_the_child(
     started: Started, recorder: Recorder, gates: Gates
 ) -> None:

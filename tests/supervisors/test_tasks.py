@@ -86,6 +86,7 @@ def test_a_task_exception_stays_in_its_future_and_other_tasks_are_unaffected(
     assert tasks.submit(str.upper, "still works").result(timeout=5.0) == "STILL WORKS"
 
 
+@pytest.mark.timing
 def test_stop_cancels_queued_tasks_and_abandons_running_ones_after_its_timeout(
     started: Started, gates: Gates
 ) -> None:

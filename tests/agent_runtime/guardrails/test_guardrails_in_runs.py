@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from structlog.testing import capture_logs
@@ -17,7 +16,6 @@ from agent_runtime import (
     RunFailed,
     Runtime,
 )
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import Error, MessageEnd, ToolExecutionEnd, ToolExecutionStart
 from agent_runtime.guardrails import MaxLengthGuardrail, RegexGuardrail
 from agent_runtime.guardrails._runner import FINAL_RESULT
@@ -25,12 +23,6 @@ from agent_runtime.loop import OUTPUT_TOOL
 from agent_runtime.messages import TextContent, ToolCall, ToolResultMessage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
 from agent_runtime.tools import tool
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def text_of(message: ToolResultMessage) -> str:

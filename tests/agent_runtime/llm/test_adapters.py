@@ -487,6 +487,7 @@ def silent_answer(server: MockProviderServer, wire: str, streaming: bool) -> Non
         server.enqueue(MockResponse(turn=turn, delay=30.0))
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("how", ["signal", "cancel"])
 @pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
 @pytest.mark.parametrize("wire", WIRES)
@@ -538,6 +539,7 @@ def test_an_abort_closes_the_connection_at_once_while_the_server_is_silent(
     assert latency < ABORT_BOUND
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
 @pytest.mark.parametrize("wire", WIRES)
 def test_a_read_timeout_is_a_retryable_network_error(

@@ -92,6 +92,7 @@ def test_sync_twin_times_out() -> None:
         ScriptedModel([ScriptedTurn(text="slow", delay=5.0)]).generate_sync(REQUEST, timeout=0.05)
 
 
+@pytest.mark.timing
 def test_abort_signal_ends_a_hung_stream_at_once() -> None:
     model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=30.0)])
     signal = AbortSignal()
@@ -109,6 +110,7 @@ def test_abort_signal_ends_a_hung_stream_at_once() -> None:
     assert asyncio.run(run()) < 0.5
 
 
+@pytest.mark.timing
 def test_abort_signal_ends_generate_at_once() -> None:
     model = ScriptedModel([ScriptedTurn(text="x", delay=30.0)])
     signal = AbortSignal()

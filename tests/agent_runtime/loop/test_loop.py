@@ -473,6 +473,7 @@ def test_continue_run_answers_a_context_ending_in_tool_results() -> None:
 # -- abort ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_abort_closes_a_hung_provider_stream_within_200ms() -> None:
     model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=30.0)])
     signal = AbortSignal()
@@ -512,6 +513,7 @@ def test_abort_removes_incomplete_tool_calls_from_the_aborted_message() -> None:
     assert not validate_transcript(committed(events))
 
 
+@pytest.mark.timing
 def test_a_tool_that_ignores_abort_is_abandoned_after_the_grace() -> None:
     release = threading.Event()
 
@@ -571,6 +573,7 @@ def test_a_cooperative_tool_finishes_within_the_grace_and_keeps_its_result() -> 
     assert isinstance(events[-1], Canceled)
 
 
+@pytest.mark.timing
 def test_abort_during_retry_backoff_ends_at_once() -> None:
     model = ScriptedModel([ScriptedTurn(error=ProviderError("down")), "never"])
     signal = AbortSignal()

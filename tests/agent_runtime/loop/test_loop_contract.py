@@ -310,6 +310,7 @@ def test_each_retry_wait_is_announced_and_paired_with_its_outcome() -> None:
     assert [m.text for m in committed(events)] == ["go", "ok"]  # type: ignore[union-attr]
 
 
+@pytest.mark.timing
 def test_a_long_retry_after_is_capped_at_120_seconds_and_the_wait_ends_on_abort() -> None:
     model = ScriptedModel([ScriptedTurn(error=RateLimitError("slow down", retry_after=900)), "x"])
     started = time.monotonic()

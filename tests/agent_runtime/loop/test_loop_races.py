@@ -8,6 +8,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from agent_runtime.abort import AbortSignal
 from agent_runtime.events import (
     AgentEnd,
@@ -165,6 +167,7 @@ def test_follow_ups_taken_as_the_run_is_aborted_are_handed_back_as_follow_ups() 
     assert steering == [] and [m.text for m in follow_ups] == ["next"]  # type: ignore[attr-defined]
 
 
+@pytest.mark.timing
 def test_a_tool_finishing_at_the_grace_deadline_gets_exactly_one_result() -> None:
     grace = 0.03
 

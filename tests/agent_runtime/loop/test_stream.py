@@ -76,6 +76,7 @@ def test_canceling_the_stream_aborts_a_run_inside_a_tool_at_once(runtime: Runtim
     assert model.call_count == 1  # the aborted run asked the model nothing more
 
 
+@pytest.mark.timing
 def test_the_stream_lifetime_timeout_aborts_a_run_inside_a_tool(runtime: Runtime) -> None:
     hang, _, seen = waits_for_abort()
     out = stream(

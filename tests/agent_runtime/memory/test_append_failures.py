@@ -15,18 +15,11 @@ from pathlib import Path
 import pytest
 
 from agent_runtime import Runtime
-from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import AgentEnd
 from agent_runtime.memory import MemoryPolicy, SqliteStore
 from agent_runtime.testing import ScriptedModel, wait_until
 
 PATH = Path(".agent_runtime/memory.sqlite3")  # the default, relative to the test's own cwd
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -60,9 +60,8 @@ KEY = AgentKey("s1", "helper", 0)
 
 
 @pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as rt:
-        yield rt
+def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
+    return make_runtime(memory=MemoryConfig(store="memory"))
 
 
 @pytest.fixture

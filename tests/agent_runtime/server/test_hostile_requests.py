@@ -133,6 +133,7 @@ POST_ROUTES = [
 ]
 
 
+@pytest.mark.timing
 def test_json_nested_deeper_than_64_levels_is_a_400_on_every_post_route(gw: Gateway) -> None:
     gw.start("d/main/0", model="quick")
     deep_in_a_string = json.dumps({"text": "[" * 1000}).encode()
@@ -279,6 +280,7 @@ def test_max_body_bytes_holds_on_agui_and_a2a() -> None:
             assert "2048 bytes, server.max_body_bytes" in reply.json()["error"]
 
 
+@pytest.mark.timing
 def test_the_depth_measure_skips_strings_and_stops_at_the_first_level_too_deep() -> None:
     nested = {"a": 1}
     for _ in range(63):

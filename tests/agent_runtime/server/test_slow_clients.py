@@ -93,6 +93,7 @@ def _closed(sock: socket.socket) -> bool:
         return True
 
 
+@pytest.mark.timing
 def test_serve_answers_token_holders_under_half_sent_requests_and_closes_those(
     tmp_path: Path,
 ) -> None:

@@ -1,5 +1,5 @@
-"""Fixtures of the workflow tests: a runtime over the working directory's SQLite file (each
-test has its own directory), and the PostgreSQL server of the session-memory tests."""
+"""Fixtures of the workflow tests: the PostgreSQL server of the session-memory tests (their
+runtime is the suite's `runtime` fixture, over the SQLite file of the test's own directory)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_runtime import Runtime, RuntimeConfig
 from tests.agent_runtime.memory.conftest import postgres, postgres_dsn, store
 from tests.agent_runtime.workflows.flows import Log
 
@@ -19,9 +18,3 @@ def _fresh_log() -> Iterator[None]:
     Log.reset()
     yield
     Log.reset()
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt

@@ -3,6 +3,8 @@ recovery says."""
 
 from __future__ import annotations
 
+import pytest
+
 from agent_runtime import Runtime
 from agent_runtime.testing import wait_until
 from agent_runtime.workflows import WorkflowInfo
@@ -44,6 +46,7 @@ def test_start_without_id_makes_one_and_first_picks_the_step(runtime: Runtime) -
     assert info.state.notes == ["b"]
 
 
+@pytest.mark.timing
 def test_a_step_timeout_triggers_its_recovery(runtime: Runtime) -> None:
     wf_id = runtime.workflows.start(SlowThenFast, Counter())
     info = wait_status(runtime, wf_id, "completed")

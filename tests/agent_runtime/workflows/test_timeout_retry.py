@@ -3,11 +3,14 @@ at once, into `AgentBusy`), within the step's deadline."""
 
 from __future__ import annotations
 
+import pytest
+
 from agent_runtime import Runtime
 from tests.agent_runtime.workflows.flows import Counter, Log, SlowAbort
 from tests.agent_runtime.workflows.helpers import wait_status
 
 
+@pytest.mark.timing
 def test_a_retry_after_a_timeout_waits_for_the_aborted_run(runtime: Runtime) -> None:
     SlowAbort.calls = 0
     wf = runtime.workflows.start(SlowAbort, Counter())
