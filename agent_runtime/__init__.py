@@ -22,6 +22,8 @@ from agent_runtime._errors import (
     AgentRuntimeError,
     AgentStopped,
     AlreadyRegistered,
+    ApprovalError,
+    ApprovalsPending,
     CannotContinue,
     ConfigError,
     GuardrailTripped,
@@ -43,6 +45,7 @@ from agent_runtime.agent import (
     RunEvents,
     RunResult,
 )
+from agent_runtime.agent._approvals import ApprovalDecision, PendingApproval
 from agent_runtime.agent._delegate import delegate
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.event_stream import EventStream, StreamStats
@@ -62,6 +65,8 @@ from agent_runtime.events import (
     MessageUpdate,
     ProviderRetry,
     ProviderRetryEnd,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -164,6 +169,9 @@ __all__ = [
     "AgentStatus",
     "AgentStopped",
     "AlreadyRegistered",
+    "ApprovalDecision",
+    "ApprovalError",
+    "ApprovalsPending",
     "AssistantMessage",
     "AuthenticationError",
     "BlockingCallWarning",
@@ -200,6 +208,7 @@ __all__ = [
     "ModelNotFoundError",
     "NetworkError",
     "OutputValidationError",
+    "PendingApproval",
     "PermissionDeniedError",
     "ProviderError",
     "ProviderRetry",
@@ -230,6 +239,8 @@ __all__ = [
     "TextContent",
     "ThinkingContent",
     "Tool",
+    "ToolApprovalDecided",
+    "ToolApprovalRequested",
     "ToolArgumentsError",
     "ToolCall",
     "ToolContext",

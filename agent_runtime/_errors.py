@@ -11,6 +11,8 @@ a blocking call on the runtime's event loop) raises the builtin `TypeError`, `Va
 AgentRuntimeError
 ├── AlreadyRegistered               a live agent already holds the key (.key, .holder)
 ├── AgentBusy                       the agent is running: steer, follow_up, wait_for_idle, abort
+│   └── ApprovalsPending            its parked tool calls wait for approve/deny (.tool_call_ids)
+├── ApprovalError (LookupError)     approve/deny of a call that is not waiting, or bad new args
 ├── AgentStopped                    the agent was stopped (.key)
 ├── CannotContinue                  continue_run() after an assistant message
 ├── Aborted                         AbortSignal.raise_if_aborted (.reason)  [abort]
@@ -53,7 +55,7 @@ AgentRuntimeError
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 
 class AgentRuntimeError(Exception):
@@ -202,6 +204,55 @@ class AgentBusy(AgentRuntimeError):
         )
         self.key = key
         self.run_id = run_id
+
+
+class ApprovalsPending(AgentBusy):
+    """The agent is idle but a turn of it waits for approvals (kept in session memory, e.g.
+    after a restart): decide every call with `approve()` / `deny()`, then `continue_run()`.
+
+    Attributes:
+        key: the agent's key.
+        run_id: the run whose turn waits.
+        tool_call_ids: the calls still waiting for a decision (empty: all decided).
+    """
+
+    def __init__(self, key: Any, run_id: str, tool_call_ids: list[str]) -> None:
+        AgentRuntimeError.__init__(
+            self,
+            f"agent {tuple(key)!r} has tool calls waiting for approval {tool_call_ids!r} "
+            f"(run {run_id!r}): approve() or deny() each, then continue_run()"
+            if tool_call_ids
+            else f"agent {tuple(key)!r} has decided tool calls of run {run_id!r} still to "
+            "run: continue_run() runs them",
+        )
+        self.key = key
+        self.run_id = run_id
+        self.tool_call_ids = tool_call_ids
+
+
+class ApprovalError(AgentRuntimeError, LookupError):
+    """`approve()` / `deny()` of a tool call that is not waiting for approval (unknown, or
+    decided already), or `approve(args=...)` with arguments the tool refuses; the message
+    names the call and the calls that do wait.
+
+    Attributes:
+        tool_call_id: the call asked about.
+        pending: the ids of the calls waiting for approval.
+        kind: `unknown` (no such call waits), `decided` (it was decided already) or
+            `invalid_args` (the new arguments do not validate).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        tool_call_id: str,
+        pending: list[str],
+        kind: Literal["unknown", "decided", "invalid_args"] = "unknown",
+    ) -> None:
+        super().__init__(message)
+        self.tool_call_id = tool_call_id
+        self.pending = pending
+        self.kind = kind
 
 
 class CannotContinue(AgentRuntimeError):

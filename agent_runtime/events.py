@@ -264,6 +264,30 @@ class ToolExecutionEnd(_EventBase):
     is_error: bool = False
 
 
+class ToolApprovalRequested(_EventBase):
+    """A tool call waits for a human's decision (`Agent.approve` / `Agent.deny`) before it
+    runs; the run is in progress meanwhile (`AgentState.pending_approvals` lists the call)."""
+
+    type: Literal["tool_approval_requested"] = "tool_approval_requested"
+    tool_call_id: str
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolApprovalDecided(_EventBase):
+    """A waiting tool call was decided: approved (it runs, with `args` when they were
+    edited) or denied with `reason` (`"approval_timeout"` when nobody decided in time);
+    `by` says who decided (None when not told, or for a timeout)."""
+
+    type: Literal["tool_approval_decided"] = "tool_approval_decided"
+    tool_call_id: str
+    name: str
+    approved: bool
+    reason: str | None = None
+    by: str | None = None
+    args: dict[str, Any] | None = None
+
+
 class TurnEnd(_EventBase):
     """A turn ended: its assistant message and the results of its tool calls, in call order."""
 
@@ -364,6 +388,8 @@ Event = Annotated[
     | ToolExecutionStart
     | ToolExecutionUpdate
     | ToolExecutionEnd
+    | ToolApprovalRequested
+    | ToolApprovalDecided
     | TurnEnd
     | ProviderRetry
     | ProviderRetryEnd

@@ -15,12 +15,22 @@ from typing import Any, ClassVar
 
 import pykka
 
-from agent_runtime._errors import AgentBusy, AgentRuntimeError, AgentStopped, CannotContinue
+from agent_runtime._errors import (
+    AgentBusy,
+    AgentRuntimeError,
+    AgentStopped,
+    ApprovalError,
+    CannotContinue,
+)
+from agent_runtime.agent._approvals import ApprovalBook, ParkedTurn, read_agent, store_parked
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._history import repaired
 from agent_runtime.agent._protocol import (
     Abort,
+    ApprovalRequested,
+    ApprovalWithdrawn,
     Committed,
+    Decide,
     FollowUp,
     GetState,
     HistoryLoaded,
@@ -50,7 +60,6 @@ from agent_runtime.agent._run import AgentRun
 from agent_runtime.agent._session_sync import SessionMirror
 from agent_runtime.agent._settings import loop_config
 from agent_runtime.agent._status import ActorStatus
-from agent_runtime.agent._storage import read_history
 from agent_runtime.config import QueueMode
 from agent_runtime.events import Error
 from agent_runtime.llm.base import ChatModel
@@ -109,6 +118,7 @@ class AgentActor(AsyncioActor):
         self.mirror: SessionMirror | None = None  # with a policy that reads the session
         self.forget_session = False  # a reset: the next merge starts over from the store
         self.ready = False  # the history is in: calls are taken
+        self.approvals = ApprovalBook()  # tool calls waiting for approval, decisions
         self.log = cell.log
 
     # -- lifecycle (on the loop) ------------------------------------------------------------------
@@ -125,13 +135,14 @@ class AgentActor(AsyncioActor):
         )
         preloaded, cell.preloaded = cell.preloaded, None
         if preloaded is not None:
-            self._history_in(*preloaded)
+            self._history_in(*preloaded, parked=cell.parked)
+            cell.parked = None
             return
         # A restart: the history is read on the session writer's threads, after what the
         # crashed incarnation's runs handed to it (the session's order), then told here.
         writer = self.host.memory_writer
         read = functools.partial(
-            read_history, writer.memory, self.key, cell.options.memory, "agent_restarted"
+            read_agent, writer.memory, self.key, cell.options.memory, "agent_restarted"
         )
         try:
             future = writer.submit(self.key.session, read)
@@ -141,16 +152,20 @@ class AgentActor(AsyncioActor):
 
         def loaded(done: Any) -> None:
             try:
-                messages, sequence = done.result()
+                messages, sequence, parked = done.result()
             except Exception as exc:
                 self.log.warning("agent.restart.read_failed", error=f"{type(exc).__name__}: {exc}")
-                messages, sequence = (), 0
+                messages, sequence, parked = (), 0, None
             with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(HistoryLoaded(tuple(messages), sequence))
+                ref.tell(HistoryLoaded(tuple(messages), sequence, parked))
 
         future.add_done_callback(loaded)
 
-    def _history_in(self, messages: tuple[Message, ...], sequence: int) -> None:
+    def _history_in(
+        self, messages: tuple[Message, ...], sequence: int, parked: ParkedTurn | None = None
+    ) -> None:
+        self.approvals.parked = parked
+        self._publish_approvals()
         self.messages = list(messages)
         self.transcript.feed(self.messages)
         if self.cell.options.memory.read:
@@ -199,7 +214,8 @@ class AgentActor(AsyncioActor):
         if self.run is not None:
             raise AgentBusy(self.key, self.run.run_id)
         prompts = msg.prompts
-        if prompts is None:
+        parked = self.approvals.check_start(self.key, prompts is None)  # a turn waits?
+        if prompts is None and parked is None:
             if not self.messages:
                 raise CannotContinue("Cannot continue: no messages in history")
             if isinstance(self.messages[-1], AssistantMessage):
@@ -221,7 +237,9 @@ class AgentActor(AsyncioActor):
             config,
             per_run,
             self.mirror.sequence if self.mirror is not None else None,
+            parked=parked,
         )
+        self.approvals.run_started()
         cell.run_started(run)
         try:
             self.host.loop_tasks.spawn(run.drive(), run.done)
@@ -316,6 +334,8 @@ class AgentActor(AsyncioActor):
         self._append(msg.dangling)
         if isinstance(msg.terminal, Error):
             self.error = msg.terminal.reason
+        self.approvals.run_ended()
+        self._publish_approvals()
         self.run = None
         self.pending_tool_calls = {}
         self._publish_status()
@@ -325,7 +345,7 @@ class AgentActor(AsyncioActor):
 
     def _on_history_loaded(self, msg: HistoryLoaded) -> None:
         if not self.ready:
-            self._history_in(msg.messages, msg.sequence)
+            self._history_in(msg.messages, msg.sequence, msg.parked)
 
     # -- queues -----------------------------------------------------------------------------------
 
@@ -358,6 +378,10 @@ class AgentActor(AsyncioActor):
         self._check_alive()
         if self.run is not None:
             return False
+        if self.approvals.parked is not None:  # the parked turn goes with the history
+            self.approvals.parked = None
+            self._keep_parked(None)
+            self._publish_approvals()
         self.messages = []
         self.transcript = TranscriptState()
         self.forget_session = self.mirror is not None
@@ -372,6 +396,53 @@ class AgentActor(AsyncioActor):
         (a handler's answer must not be an awaitable); empty when there is none."""
         run = self.run or self.cell.undelivered()
         return () if run is None else (run.outcome,)
+
+    # -- approvals --------------------------------------------------------------------------------
+
+    def _on_decide(self, msg: Decide) -> None:
+        """A human's decision on a waiting call: handed to the run that waits, or recorded in
+        the parked turn (and kept) for the `continue_run` that runs it."""
+        self._check_alive()
+        tools = tuple(merge_tools(list(self.tools), self.cell.options.tool_registry))
+        decision, parked = self.approvals.decide(
+            msg.tool_call_id, msg.approved, msg.args, msg.reason, msg.by, tools
+        )
+        if parked is not None:
+            self._keep_parked(parked)
+        elif self.run is None or not self.run.approvals.decide(decision):
+            raise ApprovalError(  # it stopped waiting meanwhile (a timeout, an abort)
+                f"tool call {msg.tool_call_id!r} no longer waits for approval",
+                msg.tool_call_id,
+                [p.tool_call_id for p in self.approvals.listing()],
+                "decided",
+            )
+        self._publish_approvals()
+
+    def _on_approval_requested(self, msg: ApprovalRequested) -> None:
+        if self._current(msg.run_id) is not None:
+            self.approvals.requested(msg.pending)
+            self._publish_approvals()
+
+    def _on_approval_withdrawn(self, msg: ApprovalWithdrawn) -> None:
+        if self._current(msg.run_id) is not None:
+            self.approvals.withdrawn(msg.tool_call_id, msg.decision)
+            self._publish_approvals()
+
+    def _keep_parked(self, parked: ParkedTurn | None) -> None:
+        """Keep the parked turn as it is now in session memory (off the loop, in order)."""
+        if not self.cell.options.memory.write:
+            return
+        writer = self.host.memory_writer
+        data = parked.model_dump(mode="json") if parked is not None else None
+        with contextlib.suppress(RuntimeError):  # the writer is closed: the runtime stops
+            writer.submit(
+                self.key.session,
+                functools.partial(store_parked, writer.memory, self.key, data),
+            )
+
+    def _publish_approvals(self) -> None:
+        """Publish the waiting calls for `Runtime.pending_approvals()` (one reference swap)."""
+        self.cell.pending_approvals = tuple(self.approvals.listing())
 
     # -- settings ---------------------------------------------------------------------------------
 
@@ -462,6 +533,7 @@ class AgentActor(AsyncioActor):
             "run_id": run.run_id if run is not None else None,
             "stream_message": run.stream_message if run is not None else None,
             "pending_tool_calls": list(self.pending_tool_calls),
+            "pending_approvals": self.approvals.listing(),
             "error": self.error,
             "steering_queue": [q.message for q in self.steering],
             "follow_up_queue": [q.message for q in self.follow_ups],
@@ -502,6 +574,9 @@ _HANDLERS: dict[type, Handler] = {
     RunEnded: AgentActor._on_run_ended,
     RunBroke: AgentActor._on_run_broke,
     HistoryLoaded: AgentActor._on_history_loaded,
+    Decide: AgentActor._on_decide,
+    ApprovalRequested: AgentActor._on_approval_requested,
+    ApprovalWithdrawn: AgentActor._on_approval_withdrawn,
     PromptRendered: AgentActor._on_prompt_rendered,
 }
 """Every message the actor takes, by its exact class (`_protocol`)."""

@@ -94,6 +94,8 @@ class AgentCell:
         # The actor's: (options, model, LoopConfig) built from them, reused while they stay.
         self.loop_settings: tuple[Any, Any, Any] | None = None
         self.preloaded = history  # the first incarnation's history, read by start_agent
+        self.parked: Any = None  # its turn parked waiting for approvals, read with it
+        self.pending_approvals: tuple[Any, ...] = ()  # published by the actor
         self.children: weakref.WeakSet[AgentCell] = weakref.WeakSet()
         self.log = log.bind(session=key.session, role=key.role, index=key.index)
         if parent is not None:

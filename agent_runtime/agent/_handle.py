@@ -19,6 +19,7 @@ from agent_runtime.agent._history import as_messages
 from agent_runtime.agent._options import model_of
 from agent_runtime.agent._protocol import (
     Abort,
+    Decide,
     FollowUp,
     GetState,
     IdleWait,
@@ -343,6 +344,44 @@ class Agent(Generic[OutputT]):
         """Abort the running run (and its delegated subagents); False if none was running."""
         aborted: bool = self._ask(Abort(reason))
         return aborted
+
+    # -- tool approvals -----------------------------------------------------------------------
+
+    def approve(
+        self, tool_call_id: str, *, args: dict[str, Any] | None = None, by: str | None = None
+    ) -> None:
+        """Let a tool call that waits for approval run: with `args` in place of the model's
+        when given (checked here as the model's are: invalid ones raise and the call keeps
+        waiting); `by` (who decided) is kept with the decision and on the
+        `ToolApprovalDecided` event. A waiting run goes on at once; a turn parked in session
+        memory (after a restart) runs its decided calls at the next `continue_run()`.
+
+        Raises:
+            ApprovalError: no call `tool_call_id` waits (unknown, or decided already; the
+                message names the waiting ones), or `args` are invalid for its tool.
+            AgentStopped: the agent was stopped.
+        """
+        self._ask(Decide(tool_call_id, True, _checked_args(args), None, by))
+
+    def deny(self, tool_call_id: str, reason: str, *, by: str | None = None) -> None:
+        """Refuse a tool call that waits for approval: it gets an error result saying
+        `reason`, which the model reads, so the run goes on. See `approve`.
+
+        Raises:
+            ApprovalError: no call `tool_call_id` waits (unknown, or decided already).
+            AgentStopped: the agent was stopped.
+        """
+        self._ask(Decide(tool_call_id, False, None, str(reason), by))
+
+    async def aapprove(
+        self, tool_call_id: str, *, args: dict[str, Any] | None = None, by: str | None = None
+    ) -> None:
+        """`approve` for asyncio callers: it never blocks their loop."""
+        await self._aask(Decide(tool_call_id, True, _checked_args(args), None, by))
+
+    async def adeny(self, tool_call_id: str, reason: str, *, by: str | None = None) -> None:
+        """`deny` for asyncio callers: it never blocks their loop."""
+        await self._aask(Decide(tool_call_id, False, None, str(reason), by))
 
     def wait_for_idle(self, timeout: float | None = None) -> None:
         """Block until no run is in progress and the end of the last one was delivered.
@@ -739,6 +778,12 @@ class Agent(Generic[OutputT]):
 
     def __repr__(self) -> str:
         return f"<Agent {tuple(self.key)} alive={self.alive}>"
+
+
+def _checked_args(args: object) -> dict[str, Any] | None:
+    if args is None or isinstance(args, dict):
+        return args
+    raise TypeError(f"args must be a dict of the tool's arguments, not {type(args).__name__}")
 
 
 def _on_a_loop() -> bool:

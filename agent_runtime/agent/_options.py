@@ -50,6 +50,7 @@ class AgentOptionsDict(TypedDict, total=False):
     thinking_level: ThinkingLevel
     tool_registry: ToolRegistry | Literal[True] | None
     abort_grace: float
+    approval_timeout: float | None
     tool_choice: str | None
     temperature: float | None
     max_output_tokens: int | None
@@ -79,6 +80,10 @@ class AgentOptions(BaseModel):
     budget and the call is made once more before the run fails (the loop's one retry of a
     context overflow; see `agent_runtime.loop`).
 
+    `approval_timeout` (seconds, default None: until decided) bounds how long a tool call
+    that `requires_approval` waits for `Agent.approve` / `Agent.deny`; then it is denied
+    with reason `"approval_timeout"`.
+
     `guardrails` (Guardrail instances) check the agent's runs (`agent_runtime.Guardrail`);
     without them `build` takes the role's `[guardrails.ROLE] use` of the config, each class
     created anew for the agent (`configured_guardrails`); `guardrails=[]` turns them off.
@@ -107,6 +112,8 @@ class AgentOptions(BaseModel):
     thinking_level: ThinkingLevel = "off"
     tool_registry: ToolRegistry | None = None
     abort_grace: float = Field(default=0.25, ge=0, strict=True, allow_inf_nan=False)
+    # How long a tool call waits for approval before it is denied ("approval_timeout").
+    approval_timeout: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
     tool_choice: str | None = Field(default=None, strict=True, min_length=1)
     temperature: float | None = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     max_output_tokens: int | None = Field(default=None, ge=1, strict=True)

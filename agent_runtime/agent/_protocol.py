@@ -111,6 +111,19 @@ class SetMode:
 
 
 @dataclass(frozen=True, slots=True)
+class Decide:
+    """Approve (`approved`, with `args` in place of the model's when given) or deny (with
+    `reason`) a tool call waiting for approval; `by` names who decided. Answered None, or
+    raises `ApprovalError`."""
+
+    tool_call_id: str
+    approved: bool
+    args: dict[str, Any] | None = None
+    reason: str | None = None
+    by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Subscribe:
     subscription: Subscription
 
@@ -175,6 +188,24 @@ class ToolEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    """A call of the run waits for approval (`pending`: a `PendingApproval`)."""
+
+    run_id: str
+    pending: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalWithdrawn:
+    """A call stopped waiting without a human: timed out (`decision`, a loop `Decision`) or
+    aborted (None)."""
+
+    run_id: str
+    tool_call_id: str
+    decision: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Requeue:
     """Messages the run took and could not deliver (abort, tool-turn limit): queued again,
     first."""
@@ -210,10 +241,12 @@ class PromptRendered:
 
 @dataclass(frozen=True, slots=True)
 class HistoryLoaded:
-    """A restarted incarnation's history, read off the loop."""
+    """A restarted incarnation's history, read off the loop (and the turn it had parked
+    waiting for approvals, a `ParkedTurn`, or None)."""
 
     messages: tuple[Message, ...]
     sequence: int
+    parked: Any = None
 
 
 def as_tuple(messages: Sequence[Message]) -> tuple[Message, ...]:

@@ -20,6 +20,7 @@ from typing import Any
 import pykka
 
 from agent_runtime.abort import AbortSignal
+from agent_runtime.agent._approvals import RunApprovals
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._history import RunTranscript
 from agent_runtime.agent._protocol import (
@@ -110,6 +111,7 @@ class AgentRun:
         config: LoopConfig,
         config_update: dict[str, Any],
         since: int | None,
+        parked: Any = None,
     ) -> None:
         self.cell = cell
         self.actor = actor
@@ -143,6 +145,11 @@ class AgentRun:
         self.turn = 0
         self.phase: Phase = "starting"
         self.running_tools: dict[str, str] = {}  # call id -> tool name, in start order
+        # Its calls waiting for approval (and the turn `parked` by an earlier incarnation,
+        # resumed before the first model call).
+        self.approvals = RunApprovals(
+            self, cell.key, self.writer, lambda: self.transcript.unit, parked
+        )
 
     @functools.cached_property
     def log(self) -> Any:
@@ -313,6 +320,8 @@ class AgentRun:
                 "on_undelivered_steering": functools.partial(self._requeue, "steering"),
                 "on_undelivered_follow_ups": functools.partial(self._requeue, "follow_up"),
                 "get_system_prompt": self.current_system_prompt,
+                "approvals": self.approvals,
+                "resume": self.approvals.resume,
             }
         )
 
@@ -391,10 +400,12 @@ class AgentRun:
                 self._tell(Committed(self.run_id, (message,)))
         elif isinstance(event, ToolExecutionStart):
             self.running_tools[event.tool_call_id] = event.name
+            self.approvals.tool_started(event.tool_call_id)
             self._progress()
             self._tell(ToolStarted(self.run_id, event.tool_call_id))
         elif isinstance(event, ToolExecutionEnd):
             self.running_tools.pop(event.tool_call_id, None)
+            self.approvals.tool_ended(event.tool_call_id, event.result)
             self._progress()
             self.counters.tool_ended(event.is_error, event.result.details)
             self._tell(ToolEnded(self.run_id, event.tool_call_id))
@@ -426,6 +437,7 @@ class AgentRun:
         session = self.cell.key.session
         self.last_write = writer.append(session, unit)
         self.last_write.add_done_callback(self._committed)
+        self.approvals.turn_committed()  # after the turn's append: forget its kept wait
         if self.keeps_prompt:  # the prompt is in this first batch: stored with its turn
             self.keeps_prompt = False
             self.last_write = writer.submit(

@@ -50,6 +50,7 @@ def _settings(cell: AgentCell, model: ChatModel) -> LoopConfig:
         tool_timeout=options.tool_timeout,
         retry=options.retry,
         abort_grace=options.abort_grace,
+        approval_timeout=options.approval_timeout,
         tool_choice=options.tool_choice,
         temperature=options.temperature,
         max_output_tokens=options.max_output_tokens,

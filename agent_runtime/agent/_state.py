@@ -10,6 +10,7 @@ from typing_extensions import TypeVar
 
 from agent_runtime._errors import OutputValidationError, RunCanceled, RunFailed, run_failed
 from agent_runtime._key import AgentKey
+from agent_runtime.agent._approvals import PendingApproval
 from agent_runtime.config import QueueMode
 from agent_runtime.events import AgentEnd, Canceled, Error, Event
 from agent_runtime.llm.types import ModelInfo, ToolSpec
@@ -31,6 +32,8 @@ class AgentState(BaseModel):
     run_id: str | None = None
     stream_message: AssistantMessage | None = None
     pending_tool_calls: list[str] = Field(default_factory=list)
+    # Tool calls waiting for `approve` / `deny`, of the run or of a turn parked in memory.
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
     error: str | None = None
     steering_queue: list[Message] = Field(default_factory=list)
     follow_up_queue: list[Message] = Field(default_factory=list)

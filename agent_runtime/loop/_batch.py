@@ -20,9 +20,10 @@ from agent_runtime.events import (
     ToolExecutionUpdate,
 )
 from agent_runtime.guardrails._runner import GuardrailRunner, Trip, result_text, tool_call_text
+from agent_runtime.loop._approval import ApprovalNote, call_task, stamped
 from agent_runtime.loop.types import LoopConfig, Stamp
 from agent_runtime.messages import Content, Message, TextContent, ToolCall, ToolResult
-from agent_runtime.tools import Tool, ToolContext, error_result, execute_tool_call, find_tool
+from agent_runtime.tools import Tool, ToolContext, error_result, find_tool
 
 
 @dataclass
@@ -163,9 +164,9 @@ class ToolBatch:
         self._done: dict[str, ToolResult] = {}
         self._contexts: dict[str, ToolContext] = {}
         # Progress updates and emitted events of running calls, in the order they came.
-        self._updates: collections.deque[tuple[ToolCall, ToolResult | CustomEvent]] = (
-            collections.deque()
-        )
+        self._updates: collections.deque[
+            tuple[ToolCall, ToolResult | CustomEvent | ApprovalNote]
+        ] = collections.deque()
         self._wake = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._tasks: dict[asyncio.Task[ToolResult], ToolCall] = {}
@@ -173,7 +174,7 @@ class ToolBatch:
     def _poke(self) -> None:
         self._loop.call_soon_threadsafe(self._wake.set)
 
-    def _queuer(self, call: ToolCall) -> Callable[[ToolResult | CustomEvent], None]:
+    def _queuer(self, call: ToolCall) -> Callable[[ToolResult | CustomEvent | ApprovalNote], None]:
         """A call's `on_update` and `on_emit`: its progress updates and emitted events join
         the queue in the order they come (deque.append is thread-safe), and wake the batch.
 
@@ -182,7 +183,7 @@ class ToolBatch:
         signal) to the garbage collector instead of freeing them at the run's end."""
         updates, loop, wake = self._updates, self._loop, self._wake
 
-        def put(item: ToolResult | CustomEvent) -> None:
+        def put(item: ToolResult | CustomEvent | ApprovalNote) -> None:
             updates.append((call, item))
             loop.call_soon_threadsafe(wake.set)
 
@@ -259,13 +260,7 @@ class ToolBatch:
                 on_emit=queue,
             )
             self._contexts[call.id] = ctx
-            coro = execute_tool_call(
-                call,
-                self.tools,
-                ctx,
-                run_sync=self.config.run_sync,
-                timeout=self.config.tool_timeout,
-            )
+            coro = call_task(call, self.tools, ctx, self.config, queue)
             # The tool runs with its own span current, so work it starts (a delegated
             # subagent's run) links back to it.
             run_in = self._task_context(call.id) if self._task_context is not None else None
@@ -320,6 +315,9 @@ class ToolBatch:
             call, partial = self._updates.popleft()
             if call.id in self._done:
                 continue  # an update racing the end is dropped: the end says more
+            if isinstance(partial, ApprovalNote):
+                events.append(stamped(partial, self.stamp))
+                continue
             if isinstance(partial, CustomEvent):
                 events.append(self.stamp(CustomEvent, name=partial.name, data=partial.data))
                 continue

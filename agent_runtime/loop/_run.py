@@ -27,6 +27,7 @@ from agent_runtime.events import (
 from agent_runtime.guardrails._runner import GuardrailRunner
 from agent_runtime.loop._batch import ToolBatch
 from agent_runtime.loop._output import OutputTurns
+from agent_runtime.loop._resume import ResumeOutcome, resumed_turn
 from agent_runtime.loop._trace import RunTrace, debug_logged
 from agent_runtime.loop._transcript import TranscriptState
 from agent_runtime.loop._turn import TurnOutcome, build_request, stream_turn
@@ -185,6 +186,13 @@ class _Run:
                 for event in self.commit(prompt):
                     yield event
             first_turn = True
+            if self.config.resume is not None:  # a turn parked for approvals goes first
+                resumed = ResumeOutcome()
+                async for event in resumed_turn(self, self.config.resume, resumed):
+                    yield event
+                if resumed.ended:
+                    return
+                first_turn = False
             self.pending = self.take_steering()
             while True:
                 while True:
@@ -417,7 +425,7 @@ def run_into(
     `on_update` instead of being yielded: for a consumer that hands every token on anyway
     (an agent's driver), two generator layers fewer per token. Every other event, in the
     same order relative to the updates, is yielded as `run` yields it."""
-    if prompts is None:
+    if prompts is None and config.resume is None:  # a resumed turn continues any history
         check_continuable(context)
     return _Run(prompts or [], context, config, signal, on_update).events()
 

@@ -174,6 +174,12 @@ class LoopConfig(BaseModel):
     stream_overflow: OverflowPolicy | None = None
     output: OutputSpec | None = None
     guardrails: tuple[Guardrail, ...] = ()
+    # Tool approval (`loop._approval`): where waiting calls are decided (an `Approver`, wired
+    # by an agent; None: a call that needs approval is not run), how long one may wait
+    # (None: until decided), and a turn parked for approval that this run resumes first.
+    approvals: Any = None
+    approval_timeout: float | None = Field(None, gt=0)
+    resume: Any = None
 
     @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
     @classmethod

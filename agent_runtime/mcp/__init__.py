@@ -42,6 +42,7 @@ from agent_runtime.mcp._connection import Connection
 from agent_runtime.mcp._endpoint import HttpEndpoint, StdioEndpoint
 from agent_runtime.mcp._sdk import require_sdk
 from agent_runtime.mcp._tools import (
+    ApprovalRule,
     CallNext,
     Interceptor,
     McpCall,
@@ -73,12 +74,15 @@ async def mcp_tools(
     headers: Mapping[str, str] | None = None,
     interceptor: Interceptor | None = None,
     trust: Trust = "untrusted",
+    requires_approval: ApprovalRule = False,
 ) -> list[Tool]:
     """The tools of the MCP server at `url` (streamable HTTP, e.g. `http://host:8000/mcp`).
 
     - `allowed`: the server tool names to offer; the others are left out. None offers all.
     - `headers`: sent with every request to the server (e.g. `Authorization`).
     - `interceptor`: wraps every call of these tools (see `Interceptor`).
+    - `requires_approval`: True or a predicate `(ctx, args) -> bool` for every tool, or the
+      server tool names whose calls wait for `Agent.approve` / `Agent.deny` (see `Tool`).
     - A server tool name with characters providers reject gets them replaced by `_` in the
       agent tool's name (cut to 64); calls still use the server's name.
 
@@ -99,7 +103,12 @@ async def mcp_tools(
     endpoint = HttpEndpoint(url, _headers(headers))
     listed = await list_server_tools(endpoint)
     return build_tools(
-        endpoint, listed, allowed=allowed, interceptor=interceptor, trust=_trust(trust)
+        endpoint,
+        listed,
+        allowed=allowed,
+        interceptor=interceptor,
+        trust=_trust(trust),
+        requires_approval=requires_approval,
     )
 
 
@@ -110,6 +119,7 @@ def mcp_tools_sync(
     headers: Mapping[str, str] | None = None,
     interceptor: Interceptor | None = None,
     trust: Trust = "untrusted",
+    requires_approval: ApprovalRule = False,
 ) -> list[Tool]:
     """`mcp_tools` for synchronous code: blocks until the tools are listed.
 
@@ -120,7 +130,14 @@ def mcp_tools_sync(
     """
     _not_on_a_loop("mcp_tools_sync", "mcp_tools")
     return asyncio.run(
-        mcp_tools(url, allowed=allowed, headers=headers, interceptor=interceptor, trust=trust)
+        mcp_tools(
+            url,
+            allowed=allowed,
+            headers=headers,
+            interceptor=interceptor,
+            trust=trust,
+            requires_approval=requires_approval,
+        )
     )
 
 
@@ -132,13 +149,14 @@ async def mcp_stdio_tools(
     env: Mapping[str, str] | None = None,
     interceptor: Interceptor | None = None,
     trust: Trust = "untrusted",
+    requires_approval: ApprovalRule = False,
 ) -> McpTools:
     """The tools of the MCP server started as `command *args`, spoken to over stdio.
 
     `env` is added to the SDK's safe default environment (PATH, HOME, ...), not to this
     process's whole environment. The server process is started now and kept until the
     returned `McpTools` is closed (see the module docstring); its stderr goes to ours.
-    `allowed`, `interceptor` and `trust` as in `mcp_tools`.
+    `allowed`, `interceptor`, `trust` and `requires_approval` as in `mcp_tools`.
 
     Raises:
         ImportError: the `mcp` extra is not installed.
@@ -157,7 +175,12 @@ async def mcp_stdio_tools(
     try:
         listed = await list_server_tools(connection)
         tools = build_tools(
-            connection, listed, allowed=allowed, interceptor=interceptor, trust=checked_trust
+            connection,
+            listed,
+            allowed=allowed,
+            interceptor=interceptor,
+            trust=checked_trust,
+            requires_approval=requires_approval,
         )
     except BaseException:
         await asyncio.to_thread(connection.close)
@@ -173,12 +196,19 @@ def mcp_stdio_tools_sync(
     env: Mapping[str, str] | None = None,
     interceptor: Interceptor | None = None,
     trust: Trust = "untrusted",
+    requires_approval: ApprovalRule = False,
 ) -> McpTools:
     """`mcp_stdio_tools` for synchronous code (see `mcp_tools_sync`)."""
     _not_on_a_loop("mcp_stdio_tools_sync", "mcp_stdio_tools")
     return asyncio.run(
         mcp_stdio_tools(
-            command, args, allowed=allowed, env=env, interceptor=interceptor, trust=trust
+            command,
+            args,
+            allowed=allowed,
+            env=env,
+            interceptor=interceptor,
+            trust=trust,
+            requires_approval=requires_approval,
         )
     )
 

@@ -90,8 +90,10 @@ def build_tools(
     allowed: Collection[str] | None,
     interceptor: Interceptor | None,
     trust: Trust,
+    requires_approval: ApprovalRule = False,
 ) -> list[Tool]:
-    """The agent tools for the server's `listed` tools that `allowed` lets through.
+    """The agent tools for the server's `listed` tools that `allowed` lets through, each
+    with its `requires_approval` (`approval_of`).
 
     Raises:
         ValueError: `allowed` names a tool the server does not list (the message names it
@@ -122,8 +124,30 @@ def build_tools(
                 f"both become the tool name {name!r}; pass allowed= to pick one"
             )
         seen[name] = spec.name
-        tools.append(_tool(server, spec, name, interceptor, trust))
+        approval = approval_of(spec.name, requires_approval)
+        tools.append(_tool(server, spec, name, interceptor, trust, approval))
     return tools
+
+
+ApprovalRule = bool | Callable[..., Any] | Collection[str]
+"""`requires_approval=` of the MCP tool factories: True / a predicate `(ctx, args) -> bool`
+for every tool, or the collection of server tool names whose calls need approval."""
+
+
+def approval_of(server_name: str, rule: ApprovalRule) -> Any:
+    """The `Tool.requires_approval` of the server tool `server_name` under `rule`.
+
+    Raises:
+        TypeError: `rule` is a string (a collection of names is meant).
+    """
+    if isinstance(rule, bool) or callable(rule):
+        return rule
+    if isinstance(rule, str):
+        raise TypeError(
+            f"requires_approval must be a bool, a predicate or a collection of tool names, "
+            f"not the string {rule!r}"
+        )
+    return server_name in set(rule)
 
 
 def agent_name(server_name: str) -> str:
@@ -136,7 +160,12 @@ def agent_name(server_name: str) -> str:
 
 
 def _tool(
-    server: Server, spec: Any, name: str, interceptor: Interceptor | None, trust: Trust
+    server: Server,
+    spec: Any,
+    name: str,
+    interceptor: Interceptor | None,
+    trust: Trust,
+    approval: Any = False,
 ) -> Tool:
     annotations = getattr(spec, "annotations", None)
     read_only = getattr(annotations, "read_only_hint", None) is True
@@ -156,6 +185,7 @@ def _tool(
         execute,
         parallel_safe=read_only,
         trust=trust,
+        requires_approval=approval,
     )
 
 

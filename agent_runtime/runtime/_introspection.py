@@ -215,6 +215,11 @@ class Introspection:
         )
         return RuntimeTree(runtime=self._name, taken_at=time.time(), root=root, agents=agents)
 
+    def pending_approvals(self) -> list[Any]:
+        """The `PendingApproval`s every live agent published, oldest request first."""
+        found = [p for cell in self._shells() for p in cell.pending_approvals]
+        return sorted(found, key=lambda p: p.requested_at)
+
     def _shells(self) -> list[AgentCell]:
         return [agent._cell for _, agent in self._registry.list() if isinstance(agent, Agent)]
 

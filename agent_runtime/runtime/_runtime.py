@@ -24,6 +24,7 @@ from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.abort import AbortSignal, AbortTable
 from agent_runtime.agent import Agent, AgentOptionsDict
+from agent_runtime.agent._approvals import PendingApproval
 from agent_runtime.agent._options import model_of
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.llm.base import ChatModel
@@ -374,6 +375,12 @@ class Runtime:
         restart) is missing from it for that moment.
         """
         return self._introspection.tree()
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """Every tool call waiting for `approve` / `deny`, of every live agent (subagents
+        included; `PendingApproval.agent` says whose), oldest request first. Cheap and never
+        blocking, as `tree()`: it reads what each agent's actor last published."""
+        return self._introspection.pending_approvals()
 
     def stats(self) -> RuntimeStats:
         """The runtime's counters since it started (runs and tool calls by outcome, turns,

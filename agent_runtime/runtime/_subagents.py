@@ -12,8 +12,8 @@ from agent_runtime._errors import AlreadyRegistered
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.agent import Agent, AgentActor, AgentHost, AgentOptions, AgentOptionsDict
+from agent_runtime.agent._approvals import read_agent
 from agent_runtime.agent._cell import AgentCell
-from agent_runtime.agent._storage import read_history
 from agent_runtime.memory import MemoryPolicy
 from supervisors import (
     ChildSpec,
@@ -110,9 +110,10 @@ class Subagents:
             raise AlreadyRegistered(key, holder)
         opts = AgentOptions.build(runtime.config, options, tools=runtime.tools, role=key.role)
         # The history is read here, on the caller's thread: the actor takes it on its loop.
-        history = read_history(runtime.memory, key, opts.memory, "agent_restarted")
+        messages, sequence, parked = read_agent(runtime.memory, key, opts.memory, "agent_restarted")
         loop = runtime.loop_tasks.loop
-        cell = AgentCell(key, runtime, opts, parent, loop, history)
+        cell = AgentCell(key, runtime, opts, parent, loop, (messages, sequence))
+        cell.parked = parked
         handle = Agent(cell)
         child_id = f"agent:{key.session}/{key.role}/{key.index}"
         shutdown = runtime.config.supervision.shutdown

@@ -16,6 +16,10 @@ call-context hooks, and the owner scope of the task store.
   `append`: false). At the end the artifact is replaced by the run's final answer, in one
   part, with `lastChunk`: true, so the task holds exactly the final answer however it was
   streamed.
+- A tool call that waits for approval puts the task in `input-required` (the status
+  message says which call and where to decide: `POST .../approvals/{tool_call_id}` of the
+  gateway; the status metadata holds `tool_call_id`, `name`, `args`); once it is decided
+  the task is `working` again.
 - Tasks are stored per agent key (`task_owner`): a task id of one agent is not found
   through another agent's endpoint, and so not through a token scoped to another session.
 """
@@ -39,7 +43,15 @@ from starlette.requests import Request
 
 from agent_runtime._errors import AgentBusy, AgentStopped
 from agent_runtime._key import AgentKey
-from agent_runtime.events import AgentEnd, Canceled, Error, MessageStart, MessageUpdate
+from agent_runtime.events import (
+    AgentEnd,
+    Canceled,
+    Error,
+    MessageStart,
+    MessageUpdate,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
+)
 from agent_runtime.runtime import Runtime
 from agent_runtime.server._proxy_answer import final_text
 from agent_runtime.server._proxy_redact import public_text
@@ -160,6 +172,23 @@ class RunExecutor(AgentExecutor):
                         fresh = False
                 elif isinstance(event, MessageStart):
                     fresh = fresh or event.message.role == "assistant"
+                elif isinstance(event, ToolApprovalRequested):
+                    text = (
+                        f"tool call {event.tool_call_id} ({event.name}) waits for approval: "
+                        f"POST /v1/agents/{named}/approvals/{event.tool_call_id} with "
+                        '{"decision": "approve"} or {"decision": "deny", "reason": ...}'
+                    )
+                    await updater.update_status(
+                        TaskState.TASK_STATE_INPUT_REQUIRED,
+                        _said(updater, text),
+                        metadata={
+                            "tool_call_id": event.tool_call_id,
+                            "name": event.name,
+                            "args": event.args,
+                        },
+                    )
+                elif isinstance(event, ToolApprovalDecided):
+                    await updater.start_work()
                 elif isinstance(event, AgentEnd):
                     text = final_text(event)
                     await updater.add_artifact(

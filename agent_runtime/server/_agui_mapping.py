@@ -10,7 +10,10 @@ The mapping (ag-ui-protocol 1.0 types), ours -> AG-UI:
   tool calls TOOL_CALL_START, TOOL_CALL_ARGS (its arguments' JSON), TOOL_CALL_END;
 - ToolExecutionEnd -> TOOL_CALL_RESULT (the result's text);
 - CustomEvent -> CUSTOM (its name and data); ProviderRetry and EventsDropped -> CUSTOM named
-  `agent_runtime.provider_retry` / `agent_runtime.events_dropped`;
+  `agent_runtime.provider_retry` / `agent_runtime.events_dropped`; ToolApprovalRequested and
+  ToolApprovalDecided -> CUSTOM named `agent_runtime.tool_approval_requested` /
+  `agent_runtime.tool_approval_decided` (their fields as the value: a client shows an
+  approve / deny control and answers at `POST .../approvals/{tool_call_id}`);
 - AgentEnd -> RUN_FINISHED (result: the final text);
 - Canceled by the user or the client (`CANCELLED_BY_CLIENT`) -> RUN_FINISHED with outcome
   `cancelled`; any other Canceled -> RUN_ERROR code `canceled`; Error -> RUN_ERROR code
@@ -58,6 +61,8 @@ from agent_runtime.events import (
     MessageStart,
     MessageUpdate,
     ProviderRetry,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolExecutionEnd,
     TurnEnd,
     TurnStart,
@@ -174,6 +179,9 @@ class AguiRun:
             return [CustomEvent(name="agent_runtime.provider_retry", value=value)]
         if isinstance(event, EventsDropped):
             return [CustomEvent(name="agent_runtime.events_dropped", value=event.count)]
+        if isinstance(event, ToolApprovalRequested | ToolApprovalDecided):
+            value = event.model_dump(mode="json", exclude={"agent", "run_id", "seq", "ts"})
+            return [CustomEvent(name=f"agent_runtime.{event.type}", value=value)]
         if isinstance(event, AgentEnd):
             return [self._finished(result=final_text(event))]
         if isinstance(event, Canceled):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -24,6 +25,7 @@ from agent_runtime._errors import (
     AgentBusy,
     AgentStopped,
     AlreadyRegistered,
+    ApprovalError,
     ConfigError,
 )
 from agent_runtime._key import AgentKey
@@ -41,6 +43,8 @@ from agent_runtime.server._schemas import (
     AbortBody,
     Aborted,
     AgentRef,
+    ApprovalBody,
+    Decided,
     PromptBody,
     QueueBody,
     Queued,
@@ -100,6 +104,7 @@ class AgentApi:
             Route(AGENT + "/follow_up", self.follow_up, methods=["POST"]),
             Route(AGENT + "/abort", self.abort, methods=["POST"]),
             Route(AGENT + "/run", self.run, methods=["POST"]),
+            Route(AGENT + "/approvals/{tool_call_id}", self.decide, methods=["POST"]),
             Route(AGENT + "/events", self.agent_events, methods=["GET"]),
             Route("/v1/sessions/{session}/events", self.session_events, methods=["GET"]),
         ]
@@ -242,6 +247,25 @@ class AgentApi:
         body = await read_body(request, AbortBody)
         aborted = await self._call(agent, lambda: agent.abort(body.reason))
         return ok(Aborted(aborted=aborted))
+
+    async def decide(self, request: Request) -> Response:
+        """Approve or deny a tool call waiting for approval (404: no such call waits; 409:
+        it was decided already; 422: the new arguments do not validate)."""
+        agent = self._agent(request)
+        call_id = request.path_params["tool_call_id"]
+        body = await read_body(request, ApprovalBody)
+        by = body.by or principal_of(request).name
+        if body.decision == "approve":
+            decide = functools.partial(agent.approve, call_id, args=body.args, by=by)
+        else:
+            self._check_text(body.reason)
+            decide = functools.partial(agent.deny, call_id, body.reason, by=by)
+        try:
+            await self._call(agent, decide)
+        except ApprovalError as exc:
+            status = {"decided": 409, "invalid_args": 422}.get(exc.kind, 404)
+            raise ApiError(status, str(exc)) from None
+        return ok(Decided(tool_call_id=call_id, approved=body.decision == "approve", by=by))
 
     async def run(self, request: Request) -> Response:
         agent = self._agent(request)

@@ -17,6 +17,8 @@ from agent_runtime.runtime._introspection import RuntimeTree
 from agent_runtime.server._schemas import (
     AbortBody,
     Aborted,
+    ApprovalBody,
+    Decided,
     ErrorBody,
     PromptBody,
     QueueBody,
@@ -30,12 +32,20 @@ from agent_runtime.server._schemas import (
 )
 
 REF = "#/components/schemas/{model}"
-_REQUESTS: tuple[type[BaseModel], ...] = (StartOptions, PromptBody, RunBody, QueueBody, AbortBody)
+_REQUESTS: tuple[type[BaseModel], ...] = (
+    StartOptions,
+    PromptBody,
+    RunBody,
+    QueueBody,
+    AbortBody,
+    ApprovalBody,
+)
 _REPLIES: tuple[type[BaseModel], ...] = (
     Started,
     RunStarted,
     Queued,
     Aborted,
+    Decided,
     Stopped,
     RunOutcome,
     ErrorBody,
@@ -47,7 +57,7 @@ _ERRORS = {
     401: "no valid token",
     403: "the token may not use this session",
     404: "no such agent (or route)",
-    409: "the agent is busy, or its key is taken",
+    409: "the agent is busy, its key is taken, or the tool call was decided already",
     413: "the body or a prompt is larger than the server accepts",
     422: "the body or the key does not validate",
     503: "the runtime runs as many agents as it may",
@@ -202,6 +212,24 @@ def openapi_document(runtime: Any = None) -> dict[str, Any]:
                 _json("how it ended", RunOutcome),
                 (*body_errors, 504),
                 RunBody,
+            ),
+        },
+        agent + "/approvals/{tool_call_id}": {
+            "parameters": [
+                *_KEY_PARAMETERS,
+                {
+                    "name": "tool_call_id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                },
+            ],
+            "post": _operation(
+                "Approve or deny a tool call waiting for approval",
+                200,
+                _json("the decision", Decided),
+                body_errors,
+                ApprovalBody,
             ),
         },
         agent + "/events": {

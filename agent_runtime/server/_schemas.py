@@ -6,7 +6,7 @@ ignored option). These models are the API's contract: the OpenAPI document is ma
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,6 +68,25 @@ class AbortBody(_Request):
     """`POST .../abort`: why (the run's `Canceled.reason`)."""
 
     reason: str = Field(default="user_abort", min_length=1, max_length=200)
+
+
+class ApprovalBody(_Request):
+    """`POST .../approvals/{tool_call_id}`: approve the waiting tool call (with `args` in
+    place of the model's, when given) or deny it (`reason`, which the model reads); `by`
+    names who decided (default: the token's principal)."""
+
+    decision: Literal["approve", "deny"]
+    args: dict[str, Any] | None = None
+    reason: str = Field(default="denied", min_length=1, max_length=2000)
+    by: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class Decided(_Reply):
+    """The decision taken on a waiting tool call."""
+
+    tool_call_id: str
+    approved: bool
+    by: str | None = None
 
 
 class AgentRef(_Reply):

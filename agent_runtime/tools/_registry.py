@@ -8,7 +8,7 @@ from typing import Any, overload
 
 from agent_runtime.messages import Trust
 from agent_runtime.tools._schema import ToolDefinitionError
-from agent_runtime.tools._tool import Tool, caller_locals, function_tool
+from agent_runtime.tools._tool import RequiresApproval, Tool, caller_locals, function_tool
 
 
 @overload
@@ -23,6 +23,7 @@ def tool(
     parallel_safe: bool = False,
     timeout: float | None = None,
     trust: Trust = "trusted",
+    requires_approval: RequiresApproval = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -35,12 +36,15 @@ def tool(
     parallel_safe: bool = False,
     timeout: float | None = None,
     trust: Trust = "trusted",
+    requires_approval: RequiresApproval = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Decorator making a `Tool` of a function, bare (`@tool`) or with options.
 
-    `@tool(parallel_safe=True, timeout=30.0, name=..., description=..., trust=...)`; see
-    `Tool.from_function` for the rules. Type hints may name classes local to the defining
-    scope (the caller's namespace is used to resolve them).
+    `@tool(parallel_safe=True, timeout=30.0, name=..., description=..., trust=...,
+    requires_approval=...)`; see `Tool.from_function` for the rules and `Tool` for
+    `requires_approval` (True, or a predicate `(ctx, args) -> bool` deciding per call).
+    Type hints may name classes local to the defining scope (the caller's namespace is used
+    to resolve them).
 
     Raises:
         ToolDefinitionError: see `Tool.from_function`.
@@ -56,6 +60,7 @@ def tool(
             timeout=timeout,
             trust=trust,
             localns=localns,
+            requires_approval=requires_approval,
         )
 
     return make if fn is None else make(fn)

@@ -6,7 +6,7 @@ import inspect
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -19,6 +19,12 @@ from agent_runtime.tools._schema import ToolDefinitionError, build_function_sche
 
 Validator = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 """Checks and converts raw arguments; raises `ToolArgumentsError` (or `ValueError`) if bad."""
+
+ApprovalPredicate = Callable[[ToolContext, dict[str, Any]], "bool | Awaitable[bool]"]
+"""`(ctx, args) -> bool` (or `async def`): does this call need a human's approval?"""
+
+RequiresApproval = bool | ApprovalPredicate
+"""A tool's `requires_approval`: always, never, or decided per call by a predicate."""
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -40,10 +46,16 @@ class Tool:
     the wrapped function directly (no validation, no context injection), so a decorated
     function stays usable in plain code.
 
+    `requires_approval` (False by default): True makes every call of the tool wait for
+    `Agent.approve` / `Agent.deny` before it runs; a predicate `(ctx, args) -> bool` decides
+    per call (a plain function runs in the runtime's `tool_tasks` pool, an `async def` one
+    on the loop; one that raises counts as True: a call is never run unapproved by mistake).
+
     Raises:
         ToolDefinitionError: (a `ValueError`) the name is not 1-64 letters, digits, `_` or `-`
             (the common provider rule); `execute` is not callable; `timeout` is not a positive
-            number; `trust` is not `"trusted"`/`"untrusted"`; `validator` is not callable.
+            number; `trust` is not `"trusted"`/`"untrusted"`; `validator` is not callable;
+            `requires_approval` is neither a bool nor callable.
     """
 
     def __init__(
@@ -57,8 +69,15 @@ class Tool:
         timeout: float | None = None,
         trust: Trust = "trusted",
         validator: type[BaseModel] | Validator | None = None,
+        requires_approval: RequiresApproval = False,
     ) -> None:
         self.name: str = _check_name(name)
+        if not isinstance(requires_approval, bool) and not callable(requires_approval):
+            raise ToolDefinitionError(
+                f"tool {name!r}: requires_approval must be a bool or a callable (ctx, args)",
+                name,
+            )
+        self.requires_approval: RequiresApproval = requires_approval
         if execute is None or not callable(execute):
             raise ToolDefinitionError(f"tool {name!r}: execute must be callable", name)
         self.execute: Callable[..., Any] = execute
@@ -98,6 +117,7 @@ class Tool:
         parallel_safe: bool = False,
         timeout: float | None = None,
         trust: Trust = "trusted",
+        requires_approval: RequiresApproval = False,
     ) -> Tool:
         """Build a tool from a function (sync or `async def`), as `@tool` does.
 
@@ -127,6 +147,7 @@ class Tool:
             timeout=timeout,
             trust=trust,
             localns=caller_locals(),
+            requires_approval=requires_approval,
         )
 
     @property
@@ -178,6 +199,7 @@ class Tool:
                 ", parallel_safe=True" if self.parallel_safe else "",
                 f", timeout={self.timeout}" if self.timeout is not None else "",
                 ", trust='untrusted'" if self.trust == "untrusted" else "",
+                ", requires_approval=..." if self.requires_approval is not False else "",
             ]
         )
         return f"Tool({self.name!r}{options})"
@@ -192,6 +214,7 @@ def function_tool(
     timeout: float | None,
     trust: Trust,
     localns: Mapping[str, Any],
+    requires_approval: RequiresApproval = False,
 ) -> Tool:
     """The Tool for `fn` (what `@tool` and `Tool.from_function` build); see `Tool.from_function`.
 
@@ -230,6 +253,7 @@ def function_tool(
         timeout=timeout,
         trust=trust,
         validator=ModelValidator(schema.model),
+        requires_approval=requires_approval,
     )
     made.fn = fn
     made.__doc__ = getattr(fn, "__doc__", None)

@@ -20,6 +20,8 @@ from agent_runtime.events import (
     MessageUpdate,
     ProviderRetry,
     ProviderRetryEnd,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -122,6 +124,18 @@ EVENT_STRATEGIES: dict[type[Any], st.SearchStrategy[Any]] = {
     ),
     ToolExecutionEnd: _event(
         ToolExecutionEnd, tool_call_id=text, name=text, result=tool_results, is_error=st.booleans()
+    ),
+    ToolApprovalRequested: _event(
+        ToolApprovalRequested, tool_call_id=text, name=text, args=json_objects
+    ),
+    ToolApprovalDecided: _event(
+        ToolApprovalDecided,
+        tool_call_id=text,
+        name=text,
+        approved=st.booleans(),
+        reason=st.none() | text,
+        by=st.none() | text,
+        args=st.none() | json_objects,
     ),
     TurnEnd: _event(
         TurnEnd, message=assistant_messages, tool_results=st.lists(tool_result_messages, max_size=2)

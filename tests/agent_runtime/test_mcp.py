@@ -371,3 +371,24 @@ def test_the_package_imports_without_the_sdk_and_names_the_extra_when_used() -> 
     )
     assert out.returncode == 0, out.stderr
     assert "IMPORT-ERROR" in out.stdout and "agent-runtime[mcp]" in out.stdout
+
+
+def test_mcp_tools_can_require_approval_by_name(server: HttpServer, runtime: Runtime) -> None:
+    tools = mcp_tools_sync(server.url, requires_approval=["add"])
+    assert by_name(tools)["add"].requires_approval is True
+    assert by_name(tools)["fail"].requires_approval is False
+    with pytest.raises(TypeError, match="collection of tool names"):
+        mcp_tools_sync(server.url, requires_approval="add")  # type: ignore[arg-type]
+    model = ScriptedModel(
+        [
+            ScriptedTurn(tool_calls=[ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})]),
+            "three",
+        ]
+    )
+    agent = runtime.start_agent(("s", "mcp", 0), model=model, tools=tools)
+    agent.prompt("add")
+    wait_until(lambda: [p.tool_call_id for p in agent.state().pending_approvals] == ["c1"])
+    agent.approve("c1", by="ops")
+    agent.wait_for_idle(timeout=60)
+    (answer,) = [m for m in agent.state().messages if isinstance(m, ToolResultMessage)]
+    assert text(answer) == "3"

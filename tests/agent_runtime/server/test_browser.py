@@ -87,3 +87,42 @@ def test_the_page_shows_an_agent_running_and_aborts_it(gw: Gateway, page: Any) -
     state = gw.runtime.registry.lookup(key).state()
     assert not state.is_running
     assert state.messages[0].text == "count for me"  # the page's prompt reached the agent
+
+
+@pytest.fixture
+def mail_gw() -> Iterator[tuple[Gateway, Any]]:
+    from agent_runtime import tool
+    from agent_runtime.messages import ToolCall
+    from agent_runtime.testing import ScriptedModel, ScriptedTurn
+
+    @tool(requires_approval=True)
+    def send_mail(to: str) -> str:
+        """Send a mail."""
+        return f"sent to {to}"
+
+    turn = ScriptedTurn(tool_calls=[ToolCall(id="c1", name="send_mail", arguments={"to": "bob"})])
+    with gateway() as served:  # started before the page: playwright runs a loop on this thread
+        agent = served.runtime.start_agent(
+            ("mail", "main", 0), model=ScriptedModel([turn, "mailed"]), tools=[send_mail]
+        )
+        yield served, agent
+
+
+def test_the_page_approves_a_waiting_tool_call(mail_gw: tuple[Gateway, Any], page: Any) -> None:
+    from agent_runtime.messages import ToolResultMessage
+
+    gw, agent = mail_gw
+    expect = sync_api.expect
+    page.goto(f"{gw.url}/login?token={ADMIN}")
+    page.locator('tr[data-key="mail/main/0"]').click()
+    expect(page.locator("#selected")).to_have_text("mail/main/0")
+    page.fill("#prompt-text", "mail bob")
+    page.click("#prompt")
+    control = page.locator("#approval-c1")
+    expect(control).to_contain_text("send_mail")
+    control.get_by_role("button", name="Approve").click()
+    expect(page.locator("#log")).to_contain_text("send_mail approved by admin")
+    expect(control).to_have_count(0)
+    wait_until(lambda: not agent.state().is_running, timeout=10)
+    results = [m for m in agent.state().messages if isinstance(m, ToolResultMessage)]
+    assert results[0].text == "sent to bob"

@@ -45,6 +45,11 @@ OPERATIONS = [
 def test_every_answer_is_documented_and_none_is_a_server_error(
     gw: Gateway, method: str, path: str, target: str
 ) -> None:
+    if target == "live-agent" and "{tool_call_id}" in path:
+        # The live agent has no call waiting: every id is a 404, as for a generated key.
+        # (Skipped here, not handled below: hypothesis derives its derandomized examples
+        # from the source of `answers_as_documented`.)
+        pytest.skip("no tool call waits for approval on the live agent")
     # The document this server serves: its profiles and tools are named in it.
     schema = schemathesis.openapi.from_dict(openapi_document(gw.runtime))
     operation = schema[path][method]
