@@ -178,7 +178,7 @@ class LoopConfig(BaseModel):
     # by an agent; None: a call that needs approval is not run), how long one may wait
     # (None: until decided), and a turn parked for approval that this run resumes first.
     approvals: Any = None
-    approval_timeout: float | None = Field(None, gt=0)
+    approval_timeout: float | None = Field(default=None, gt=0)
     resume: Any = None
 
     @field_validator("model", mode="plain")  # the whole check: no second isinstance after it
