@@ -79,7 +79,12 @@ class _Flag(threading.Event):
                 event = self._event = threading.Event()
         if self._is_set:  # set between the check above and the Event's making
             event.set()
-        return event.wait(timeout)
+        if not event.wait(timeout):
+            return False
+        with _waiters_lock:  # set: later waits read the bool; the Event (~650 bytes) can go
+            if self._is_set and self._event is event:
+                self._event = None
+        return True
 
 
 class LoopFuture(pykka.Future[T]):
@@ -224,7 +229,8 @@ class _LoopInbox:
     __slots__ = ("_actor", "_loop", "_queue", "_scheduled")
 
     def __init__(self) -> None:
-        self._queue: collections.deque[Envelope[Any]] = collections.deque()
+        # Made at the first message: an empty deque is ~760 bytes of each idle actor.
+        self._queue: collections.deque[Envelope[Any]] | None = None
         self._actor: AsyncioActor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduled = False
@@ -232,8 +238,19 @@ class _LoopInbox:
     def bind(self, actor: AsyncioActor, loop: asyncio.AbstractEventLoop) -> None:
         self._actor, self._loop = actor, loop
 
+    def _made(self) -> collections.deque[Envelope[Any]]:
+        """The deque, made once (two first puts from two threads must not make two)."""
+        with _waiters_lock:
+            queue = self._queue
+            if queue is None:
+                queue = self._queue = collections.deque()
+        return queue
+
     def put(self, envelope: Envelope[Any], /) -> None:
-        self._queue.append(envelope)
+        queue = self._queue
+        if queue is None:
+            queue = self._made()
+        queue.append(envelope)
         if self._actor is None:  # the actor finished: it can never handle this
             self.reject_all()
         elif not self._scheduled:
@@ -243,6 +260,8 @@ class _LoopInbox:
     def reject_all(self) -> None:
         """Fail every message left with ActorDeadError (its actor will never handle it)."""
         queue = self._queue
+        if queue is None:
+            return
         while True:
             try:
                 envelope = queue.popleft()
@@ -273,7 +292,15 @@ class _LoopInbox:
                 actor._loop_gone()
 
     def get(self) -> Envelope[Any]:
-        return self._queue.popleft()
+        """The oldest message.
+
+        Raises:
+            IndexError: the inbox is empty.
+        """
+        queue = self._queue
+        if queue is None:
+            raise IndexError("empty inbox")
+        return queue.popleft()
 
     def empty(self) -> bool:
         return not self._queue
@@ -284,6 +311,8 @@ class _LoopInbox:
             self._scheduled = False
             return
         queue = self._queue
+        if queue is None:
+            queue = self._made()
         for _ in range(DRAIN_BUDGET):
             if actor.actor_stopped.is_set():
                 self._scheduled = False

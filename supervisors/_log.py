@@ -37,7 +37,9 @@ class LibraryLogger:
     def __init__(self, name: str, context: dict[str, Any] | None = None) -> None:
         self._name = name
         self._context = context or {}
-        self._structlog = structlog.get_logger(name, **self._context)
+        # Made at the first line logged through structlog: a logger bound per agent (and a
+        # run's) costs three objects that most agents never use.
+        self._structlog: Any = None
 
     def bind(self, **values: Any) -> LibraryLogger:
         """This logger with `values` added to every event it logs."""
@@ -47,9 +49,15 @@ class LibraryLogger:
         """Whether a call at `level` (a `logging` level) would be logged: the hot path asks
         before it prepares debug lines."""
         if structlog.is_configured():
-            check = getattr(self._structlog.bind(), "is_enabled_for", None)
+            check = getattr(self._bound().bind(), "is_enabled_for", None)
             return True if check is None else bool(check(level))
         return logging.getLogger(self._name).isEnabledFor(level)
+
+    def _bound(self) -> Any:
+        bound = self._structlog
+        if bound is None:
+            bound = self._structlog = structlog.get_logger(self._name, **self._context)
+        return bound
 
     def debug(self, event: str, **values: Any) -> None:
         self._log("debug", event, values)
@@ -69,7 +77,7 @@ class LibraryLogger:
 
     def _log(self, method: str, event: str, values: dict[str, Any]) -> None:
         if structlog.is_configured():
-            getattr(self._structlog, method)(event, **values)
+            getattr(self._bound(), method)(event, **values)
             return
         logger = logging.getLogger(self._name)
         level = _LEVELS[method]

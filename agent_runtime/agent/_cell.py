@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -25,7 +26,7 @@ from agent_runtime.event_stream._subscription import deliver, deliver_now
 from agent_runtime.events import Event
 from agent_runtime.messages import Message
 from supervisors import ExitReason, LoopFuture
-from supervisors._log import get_logger
+from supervisors._log import LibraryLogger, get_logger
 
 
 class CellRun(Protocol):
@@ -96,12 +97,26 @@ class AgentCell:
         self.preloaded = history  # the first incarnation's history, read by start_agent
         self.parked: Any = None  # its turn parked waiting for approvals, read with it
         self.pending_approvals: tuple[Any, ...] = ()  # published by the actor
-        self.children: weakref.WeakSet[AgentCell] = weakref.WeakSet()
-        self.log = log.bind(session=key.session, role=key.role, index=key.index)
+        # Its spawned subagents, made at the first (a WeakSet is ~700 bytes; most have none).
+        self._children: weakref.WeakSet[AgentCell] | None = None
         if parent is not None:
-            parent.children.add(self)
+            if parent._children is None:
+                parent._children = weakref.WeakSet()
+            parent._children.add(self)
 
     # -- incarnations (on the loop) ---------------------------------------------------------------
+
+    @functools.cached_property
+    def log(self) -> LibraryLogger:
+        """The agent's logger, bound on first use (an idle agent logs nothing)."""
+        key = self.key
+        return log.bind(session=key.session, role=key.role, index=key.index)
+
+    @property
+    def children(self) -> list[AgentCell]:
+        """Its spawned subagents still alive (a new list: safe to iterate while they stop)."""
+        children = self._children
+        return [] if children is None else list(children)
 
     def attach(self, actor: Incarnation) -> None:
         """A new incarnation is ready to take calls."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent_runtime._errors import ConfigError
-from agent_runtime.config import QueueMode, RuntimeConfig, ThinkingLevel
+from agent_runtime.config import QueueMode, RetryConfig, RuntimeConfig, ThinkingLevel
 from agent_runtime.guardrails._base import Guardrail, validated
 from agent_runtime.guardrails._spec import instantiate
 from agent_runtime.llm.base import ChatModel, check_chat_model
@@ -25,6 +26,13 @@ FOLLOW_UP_POLL_REMOVED = (
     "once a run is ending waits for the next prompt's run); drop the option"
 )
 _TOOL_CHOICE_MODES = ("auto", "none", "required")
+
+
+@functools.lru_cache(maxsize=16)
+def _retry_policy(retry: RetryConfig) -> RetryPolicy:
+    """The (frozen) config's retry policy, one frozen instance shared by the agents that take
+    it (built per agent it was ~480 bytes of each idle agent)."""
+    return RetryPolicy(**retry.model_dump())
 
 
 class AgentOptionsDict(TypedDict, total=False):
@@ -282,7 +290,7 @@ class AgentOptions(BaseModel):
             "abort_grace": agent.abort_grace,
             "thinking_level": agent.thinking_level,
             "restart": agent.restart,
-            "retry": RetryPolicy(**retry.model_dump()),
+            "retry": _retry_policy(retry),
             **{k: v for k, v in options.items() if not (k == "memory" and v is None)},
         }
         if "memory" not in values:
