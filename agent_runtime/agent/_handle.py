@@ -817,3 +817,19 @@ def _queued(what: str, message: object, system_prompt: object) -> Queued:
 def _check_mode(mode: object) -> None:
     if mode not in get_args(QueueMode):
         raise ValueError(f"unknown queue mode {mode!r} (expected one of: one_at_a_time, all)")
+
+
+async def runs_in_flight(agents: Sequence[Agent[Any]]) -> list[LoopFuture[Event]]:
+    """On the agents' loop: the outcome of each agent's run whose end is not delivered yet,
+    asked of each actor in its mailbox order (as `wait_for_idle` asks), with no thread hop
+    per agent. A runtime's stop waits for them all after one hop to the loop, not one round
+    trip per agent (100,000 idle agents took ~10 s of hops)."""
+    ends: list[LoopFuture[Event]] = []
+    for count, agent in enumerate(agents, 1):
+        actor = agent._cell.actor
+        if actor is not None:
+            with contextlib.suppress(pykka.ActorDeadError, RuntimeError):  # gone meanwhile
+                ends.extend(actor.handle_now(IdleWait()))
+        if count % 512 == 0:
+            await asyncio.sleep(0)  # other callbacks go on between batches
+    return ends

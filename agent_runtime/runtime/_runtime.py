@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import gc
@@ -18,13 +19,13 @@ from typing import Any, TypeVar, Unpack, cast, overload
 import pykka
 
 from agent_runtime._counters import RuntimeCounters
-from agent_runtime._errors import AgentStopped
 from agent_runtime._gauges import watch as watch_in_gauges
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.abort import AbortSignal, AbortTable
 from agent_runtime.agent import Agent, AgentOptionsDict
 from agent_runtime.agent._approvals import PendingApproval
+from agent_runtime.agent._handle import runs_in_flight
 from agent_runtime.agent._options import model_of
 from agent_runtime.config import RuntimeConfig, load_config
 from agent_runtime.llm.base import ChatModel
@@ -44,6 +45,7 @@ from supervisors import (
     AsyncTaskSupervisor,
     ChildSpec,
     DynamicSupervisor,
+    LoopFuture,
     Supervisor,
     SupervisorStopped,
     TaskSupervisor,
@@ -501,6 +503,18 @@ class Runtime:
         the parent's session, stopped with the parent."""
         return self.subagents.spawn(parent, role, options)
 
+    def _runs_in_flight(self, deadline: float) -> list[LoopFuture[Any]]:
+        """The outcomes of the runs whose end is still to be delivered, gathered on the loop
+        in one hop (none when the loop is gone or does not answer by `deadline`)."""
+        agents = self.subagents.list()
+        if not agents or self._loop_tasks is None:
+            return []
+        try:
+            gathered = self._loop_tasks.submit(runs_in_flight(agents))
+            return gathered.result(max(deadline - time.monotonic(), 0.0))
+        except (RuntimeError, TimeoutError, concurrent.futures.CancelledError):
+            return []
+
     def stop_agent(self, agent: Agent) -> bool:
         """Stop `agent` and its spawned subagents (same as `runtime.subagents.stop`)."""
         return self.subagents.stop(agent)
@@ -577,9 +591,8 @@ class Runtime:
         # its abort grace: an SSE client sees a terminal before the tree goes away.
         aborted = self.abort_table.abort_all(STOPPING)
         # Let aborted runs pair their tool calls (abort grace) before their loop goes away.
-        for agent in self.subagents.list():
-            with contextlib.suppress(TimeoutError, AgentStopped):  # stopped meanwhile: fine
-                agent.wait_for_idle(max(deadline - time.monotonic(), 0.0))
+        for ended in self._runs_in_flight(deadline):
+            ended.wait(max(deadline - time.monotonic(), 0.0))
         # Tools still running now were abandoned by their runs (abort grace). Give them at
         # most half of what is left, so the pool's own shutdown wait cannot outlast `timeout`.
         if self._tool_tasks is not None:

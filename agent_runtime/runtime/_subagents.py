@@ -192,7 +192,8 @@ class Subagents:
                 self.stop(child.handle)
         ref = cell.child_ref
         stopped = ref is not None and self._supervisor().terminate_child(ref)
-        cell.on_loop(lambda: cell.end("agent_stopped"))
+        if not cell.stopped:  # a normal exit ended it already: no wake-up of the loop for it
+            cell.on_loop(lambda: cell.end("agent_stopped"))
         return stopped
 
     def _resolve(self, agent_or_key: Agent | AgentKey | tuple[str, str, int]) -> Agent | None:
