@@ -106,3 +106,16 @@ def test_the_reference_index_names_every_public_package() -> None:
         if not re.search(rf"[`.]{re.escape(name.rpartition('.')[2])}`", index)
     )
     assert absent == []
+
+
+def test_the_package_docstring_names_every_public_module_of_its_own() -> None:
+    """`agent_runtime` re-exports the common names only: its docstring says where the rest are."""
+    doc = agent_runtime.__doc__ or ""
+    top = {
+        f"agent_runtime.{info.name}"
+        for info in pkgutil.iter_modules(agent_runtime.__path__)
+        if not info.name.startswith("_")
+    }
+    assert len(top) > 15
+    absent = sorted(name for name in top if f"`{name}`" not in doc)
+    assert absent == []
