@@ -2,14 +2,18 @@
 
 This module re-exports the names most programs need: the runtime, agents and their options,
 messages, events, tools, errors. It is not the whole public surface: these public modules
-hold more names, each listed in its `__all__` (the API reference has a page for each):
+hold more names (in their `__all__`, where they have one; the API reference has a page for
+each):
+`agent_runtime.agent`, `agent_runtime.runtime`, `agent_runtime.event_stream`,
+`agent_runtime.registry`, `agent_runtime.abort` (the agent, its host and streams),
 `agent_runtime.llm` (models, providers, middleware, embeddings), `agent_runtime.memory`,
 `agent_runtime.tools`, `agent_runtime.loop`, `agent_runtime.context`, `agent_runtime.events`,
 `agent_runtime.messages`, `agent_runtime.config`, `agent_runtime.telemetry`,
 `agent_runtime.guardrails`, `agent_runtime.workflows`, `agent_runtime.templates`,
 `agent_runtime.evaluation`, `agent_runtime.testing`, `agent_runtime.mcp` (extra `mcp`),
 `agent_runtime.server` (extra `server`), `agent_runtime.cluster` (extra `cluster`), and the
-generic `supervisors` package. Modules and packages whose name starts with `_` are private.
+generic `supervisors` package; the `agent-runtime` command (`agent_runtime.cli`) is
+documented by its `--help`. Modules and packages whose name starts with `_` are private.
 
 `__version__` is the installed distribution's version (from its metadata).
 """

@@ -106,3 +106,25 @@ def test_the_reference_index_names_every_public_package() -> None:
         if not re.search(rf"[`.]{re.escape(name.rpartition('.')[2])}`", index)
     )
     assert absent == []
+
+
+def test_the_package_docstring_names_every_public_module_of_its_own() -> None:
+    """`agent_runtime` re-exports the common names only: its docstring says where the rest are."""
+    doc = agent_runtime.__doc__ or ""
+    top = {
+        f"agent_runtime.{info.name}"
+        for info in pkgutil.iter_modules(agent_runtime.__path__)
+        if not info.name.startswith("_")
+    }
+    assert len(top) > 15
+    absent = sorted(name for name in top if f"`{name}`" not in doc)
+    assert absent == []
+
+
+def test_ci_builds_the_site_strictly() -> None:
+    """`.ci/run` runs `make docs`, whose build fails on a broken link or reference."""
+    steps = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "make docs" in steps
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\ndocs:", 1)[1].split("\n\n", 1)[0]
+    assert "mkdocs build --strict" in recipe

@@ -1,6 +1,7 @@
 """docs/ and README.md hold together for a reader of the repository alone: every relative
-link (and its #anchor) resolves, nothing points at files users do not have, and the event
-reference names every event."""
+link (and its #anchor) resolves, nothing points at files users do not have, the event
+reference names every event, and the pages whose examples are whole programs run them as
+written (README.md's are run by test_readme.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,20 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.events import Event
+from tests.test_readme import python_blocks, run_as_written
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").glob("*.md")])
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+# docs/ pages whose ```python blocks are whole programs, run offline here and read by both
+# type checkers in tests/typing (the other pages show fragments of a program).
+RUNNABLE_PAGES = [ROOT / "docs" / "approvals.md"]
+RUNNABLE_BLOCKS = [
+    (page, index)
+    for page in RUNNABLE_PAGES
+    for index in range(len(python_blocks(page.read_text(encoding="utf-8"))))
+]
 
 
 def slug(heading: str) -> str:
@@ -62,3 +72,11 @@ def test_the_event_reference_names_every_event() -> None:
     for event in union:
         kind = event.model_fields["type"].default
         assert f"| `{kind}` | `{event.__name__}` |" in text, event.__name__
+
+
+@pytest.mark.parametrize(
+    ("page", "index"), RUNNABLE_BLOCKS, ids=lambda v: v.name if isinstance(v, Path) else str(v)
+)
+def test_a_whole_program_in_a_page_runs_as_written(page: Path, index: int, tmp_path: Path) -> None:
+    code = python_blocks(page.read_text(encoding="utf-8"))[index]
+    run_as_written(code, tmp_path, f"{page.relative_to(ROOT)} block {index}")

@@ -41,10 +41,10 @@ def test_claims_are_read_from_print_comments() -> None:
     assert claims(code) == ["Six words.", "True canceled"]
 
 
-@pytest.mark.parametrize("index", range(len(python_blocks(README.read_text(encoding="utf-8")))))
-def test_readme_block_runs_as_written(index: int, tmp_path: Path) -> None:
-    code = python_blocks(README.read_text(encoding="utf-8"))[index]
-    script = tmp_path / f"readme_block_{index}.py"
+def run_as_written(code: str, tmp_path: Path, label: str) -> None:
+    """Run `code` as a script in a fresh process and the empty directory `tmp_path`, offline
+    (no provider key, no AGENT_RUNTIME_* override), and check it prints what it claims."""
+    script = tmp_path / "block.py"
     script.write_text(code, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_RUNTIME_")}
     env["PYTHONPATH"] = str(ROOT)
@@ -58,6 +58,12 @@ def test_readme_block_runs_as_written(index: int, tmp_path: Path) -> None:
         text=True,
         timeout=90,
     )
-    assert done.returncode == 0, f"README block {index} failed:\n{code}\n{done.stderr}"
+    assert done.returncode == 0, f"{label} failed:\n{code}\n{done.stderr}"
     for claim in claims(code):
-        assert claim in done.stdout, f"README block {index} did not print {claim!r}:\n{done.stdout}"
+        assert claim in done.stdout, f"{label} did not print {claim!r}:\n{done.stdout}"
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks(README.read_text(encoding="utf-8")))))
+def test_readme_block_runs_as_written(index: int, tmp_path: Path) -> None:
+    code = python_blocks(README.read_text(encoding="utf-8"))[index]
+    run_as_written(code, tmp_path, f"README block {index}")

@@ -369,9 +369,9 @@ def default_model(config: RuntimeConfig) -> ChatModel:
     if config.llm.default_profile is None:
         raise TypeError(
             "start_agent needs a model: pass model=... (a ChatModel, e.g. "
-            "agent_runtime.llm.openai_compatible(...)) or configure a profile with "
-            "[llm] default_profile in config/runtime.toml "
-            "(or AGENT_RUNTIME_LLM__DEFAULT_PROFILE)"
+            "agent_runtime.llm.openai_compatible(...), or the name of an [llm] profile, e.g. "
+            "model='local') or configure a profile with [llm] default_profile in "
+            "config/runtime.toml (or AGENT_RUNTIME_LLM__DEFAULT_PROFILE)"
         )
     return from_config(config=config)
 

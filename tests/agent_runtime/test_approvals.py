@@ -14,12 +14,14 @@ import pytest
 
 from agent_runtime import (
     AgentBusy,
+    AgentKey,
     ApprovalError,
     ApprovalsPending,
     PendingApproval,
     Runtime,
     ToolApprovalDecided,
     ToolApprovalRequested,
+    delegate,
 )
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import ToolExecutionEnd
@@ -280,6 +282,31 @@ def test_runtime_lists_the_approvals_of_every_agent(runtime: Runtime) -> None:
     for index, agent in enumerate(agents):
         agent.approve(f"c{index}")
         agent.wait_for_idle(timeout=5)
+    assert runtime.pending_approvals() == []
+
+
+def test_runtime_lists_a_subagents_waiting_call_and_its_approval_resumes_the_parent(
+    runtime: Runtime,
+) -> None:
+    ran: list[str] = []
+    mailer = ScriptedModel([ScriptedTurn(tool_calls=[call("c1", "send_mail", to="bob")]), "sent"])
+    team = delegate(["mailer"], model=mailer, tools=make_tools(ran))
+    lead_model = ScriptedModel(
+        [ScriptedTurn(tool_calls=[call("d1", "delegate", role="mailer", task="mail bob")]), "done"]
+    )
+    lead = runtime.start_agent(KEY, model=lead_model, tools=[team])
+    lead.prompt("go")
+    wait_until(lambda: runtime.pending_approvals(), timeout=5)
+    (pending,) = runtime.pending_approvals()
+    mailer_key = AgentKey("s", "mailer", 0)
+    assert (pending.agent, pending.tool_call_id) == (mailer_key, "c1")
+    assert lead.state().is_running and lead.state().pending_approvals == []  # the child's call
+    subagent = runtime.registry.lookup(mailer_key)
+    assert subagent is not None
+    subagent.approve("c1", by="alice")
+    lead.wait_for_idle(timeout=5)
+    assert ran == ["send_mail:bob"]
+    assert results(lead.state().messages)["d1"].text == "sent"
     assert runtime.pending_approvals() == []
 
 

@@ -3,12 +3,15 @@ of the story held, and `--model PROFILE`.
 
 The demo runs in a subprocess, as a user runs it: under a pseudo-terminal (the `pty`
 module) for the live view, with a pipe for the plain lines. `--pace` shortens the scripted
-latencies; the story waits for each of its moments, so it holds at any pace.
+latencies; the story waits for each of its moments, so it holds at any pace. `make run`
+installs the package alone, and the demo runs with the modules of every extra and of the dev
+group unimportable.
 """
 
 from __future__ import annotations
 
 import fcntl
+import importlib.metadata
 import os
 import pty
 import re
@@ -20,9 +23,11 @@ import subprocess
 import sys
 import termios
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from agent_runtime import cli
 from agent_runtime.testing import wait_until
@@ -38,6 +43,7 @@ PROMISES = [
     "a transient agent was restarted with its history",
     "the orchestrator answered",
 ]
+ROOT = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]")
 
 
@@ -224,3 +230,70 @@ def _wait_for_screen(session: str, wanted: str, timeout: float) -> str:
             return screen
         time.sleep(0.1)  # polling the pane: tmux has no way to wait for text
     raise AssertionError(f"the screen never showed {wanted!r}; last screen:\n{screen}")
+
+
+# -- `make run` installs the package alone: the demo needs no extra and no development tool ----
+
+
+def base_distributions() -> set[str]:
+    """The distributions `pip install agent-runtime` brings: the declared dependencies and
+    theirs, without extras (normalized names)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    todo = [Requirement(r) for r in project["dependencies"]]
+    found = {"agent-runtime"}
+    while todo:
+        requirement = todo.pop()
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        if name in found:
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        found.add(name)
+        todo += [Requirement(r) for r in importlib.metadata.requires(name) or []]
+    return found
+
+
+BLOCKER = """
+import sys
+BLOCKED = {blocked!r}
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ImportError(f"{{name}} is not installed by `make run`")
+sys.meta_path.insert(0, Blocker())
+from agent_runtime.cli import main
+sys.exit(main(["demo", "--pace", {pace!r}]))
+"""
+
+
+def test_make_run_installs_the_package_without_extras_or_groups() -> None:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    done = subprocess.run(
+        ["make", "-n", "-B", "run"], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    installs = [line for line in done.stdout.splitlines() if "pip install" in line]
+    assert installs == [".venv/bin/python -m pip install --quiet --disable-pip-version-check -e ."]
+
+
+def test_the_demo_runs_with_the_base_dependencies_alone() -> None:
+    """Every module of an extra or of the dev group (uvicorn, starlette, mcp, psycopg, pytest,
+    the providers' SDKs, ...) fails to import, as in the venv `make run` makes."""
+    base = base_distributions()
+    blocked = sorted(
+        module
+        for module, distributions in importlib.metadata.packages_distributions().items()
+        if not {re.sub(r"[-_.]+", "-", d).lower() for d in distributions} & base
+    )
+    assert {"uvicorn", "mcp", "pytest", "openai"} <= set(blocked)
+    assert not {"pykka", "httpx", "pydantic", "structlog", "rich"} & set(blocked)
+    env = {**clean_env(), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKER.format(blocked=set(blocked), pace=PACE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=DEADLINE,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "demo finished"

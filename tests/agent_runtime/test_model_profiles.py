@@ -78,3 +78,11 @@ def test_override_model_takes_a_profile_name(runtime: Runtime) -> None:
     assert agent.run("after", timeout=10).text == "own"
     with pytest.raises(ConfigError, match=KNOWN), runtime.override_model(agent, "nope"):
         pass
+
+
+def test_no_model_at_all_names_every_way_to_give_one(runtime: Runtime) -> None:
+    with pytest.raises(TypeError) as refused:
+        runtime.start_agent(("s", "main", 0))
+    message = str(refused.value)
+    for way in ("a ChatModel", "the name of an [llm] profile", "default_profile"):
+        assert way in message

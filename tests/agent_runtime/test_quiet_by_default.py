@@ -4,6 +4,7 @@ runtime's events then go to `logging` (warnings shown, by Python's default), and
 
 from __future__ import annotations
 
+import inspect
 import logging
 import subprocess
 import sys
@@ -51,6 +52,13 @@ def test_runtime_start_leaves_structlog_unconfigured_by_default() -> None:
         agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(["hello"]))
         assert agent.run("hi", timeout=10).text == "hello"
         assert not structlog.is_configured()
+
+
+def test_the_defaults_are_off_and_warning() -> None:
+    for start in (Runtime.start, Runtime.astart):
+        assert inspect.signature(start).parameters["configure_logging"].default is False
+    assert TelemetryConfig().configure_logging is False
+    assert TelemetryConfig().log_level == "warning"  # once asked: the runtime's warnings
 
 
 def test_unconfigured_the_runtimes_events_go_to_stdlib_logging(

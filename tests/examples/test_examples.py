@@ -23,6 +23,10 @@ EXPECTED: dict[str, list[str]] = {
         "delegate -> [a subagent] done: find the weak points",
         "answer: Both reports are in",
         "agents now: critic, orchestrator, researcher",
+        "both subagents streaming; abort() -> True",
+        "canceled: critic (parent_aborted: user_abort), orchestrator (user_abort),"
+        " researcher (parent_aborted: user_abort)",
+        "all idle, every transcript valid: True",
     ],
     "steer_and_abort.py": [
         "search(c0): error=False",

@@ -4,7 +4,8 @@ Pylance, in pyright's standard mode) both accept, with no error and no unused ig
 
 - `typed_api.py` beside this file: `assert_type` of typed agents, results and options, and
   the lines that must fail, each with the ignore comment of each checker;
-- every ```python block of README.md, as written;
+- every ```python block of README.md, and of the docs/ pages whose blocks are whole programs
+  (`tests.test_docs.RUNNABLE_PAGES`), as written;
 - a call of every public pydantic model's constructor with its required fields alone,
   generated here: a default a checker does not see (`Field(None, ge=1)`) is a missing argument.
 
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 
 import agent_runtime
 import supervisors
+from tests.test_docs import RUNNABLE_PAGES
 from tests.test_readme import README, python_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +87,9 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
     blocks = python_blocks(README.read_text(encoding="utf-8"))
     for index, code in enumerate(blocks):
         (folder / f"readme_block_{index}.py").write_text(code, encoding="utf-8")
+    for page in RUNNABLE_PAGES:
+        for index, code in enumerate(python_blocks(page.read_text(encoding="utf-8"))):
+            (folder / f"{page.stem}_block_{index}.py").write_text(code, encoding="utf-8")
     (folder / "public_models.py").write_text(public_model_calls(), encoding="utf-8")
     (folder / "pyrightconfig.json").write_text(json.dumps(PYRIGHT_CONFIG), encoding="utf-8")
     return folder
@@ -102,6 +107,8 @@ def checked(command: list[str], cwd: Path) -> str:
 def test_the_sources_hold_every_readme_block_and_every_public_model(sources: Path) -> None:
     blocks = python_blocks(README.read_text(encoding="utf-8"))
     assert len(list(sources.glob("readme_block_*.py"))) == len(blocks) >= 3
+    for page in RUNNABLE_PAGES:
+        assert list(sources.glob(f"{page.stem}_block_*.py"))
     calls = (sources / "public_models.py").read_text(encoding="utf-8")
     for needed in ("config.MemoryConfig()", "RuntimeConfig()", "RunResult(run_id=_any, new"):
         assert needed in calls
