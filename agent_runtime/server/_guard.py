@@ -2,11 +2,14 @@
 abuse is refused with a 400 before any work proportional to it:
 
 - a `Last-Event-ID` header or `last_event_id` query parameter longer than 20 characters
-  (the largest id is 20 digits) is 400, on every route;
+  (the largest id is 20 digits) is 400, on every route; the query is read as the routes read
+  it (names and values percent-decoded, every occurrence);
 - a request body (already bounded by `max_body_bytes`, see `_limits`) is read whole here: a
   non-empty one whose `Content-Type` is not JSON (`application/json` or `*/*+json`) is 415,
   and one whose JSON nests arrays and objects deeper than `MAX_JSON_DEPTH` is 400. The depth
-  is measured in linear time, at C speed, without parsing (so before any parser can recurse).
+  is measured in linear time, at C speed, without parsing (so before any parser can recurse),
+  on the text a JSON parser would read: a UTF-16 or UTF-32 body (which `json.loads` takes)
+  is measured as that text, not as bytes whose quotes and brackets are other characters'.
   The routes then read the same bytes, once more, from this buffer.
 
 Every body the gateway takes is JSON, so the rules hold on every route, including those whose
@@ -15,9 +18,11 @@ libraries (a2a-sdk, ag-ui) parse the body themselves.
 
 from __future__ import annotations
 
+import json
 import re
 from array import array
 from itertools import accumulate
+from urllib.parse import parse_qsl
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,6 +44,7 @@ _CHUNK = 65_536
 def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether JSON `body` nests arrays and objects deeper than `limit` (brackets inside
     strings do not count; for a body that is not JSON the answer is only a bound)."""
+    body = _as_utf8(body)
     if body.count(b"[") + body.count(b"{") <= limit:
         return False
     steps = array("b", _STRING.sub(b"", body).translate(None, _NOT_BRACKETS).translate(_STEPS))
@@ -49,6 +55,21 @@ def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
             return True
         depth = depths[-1]
     return False
+
+
+def _as_utf8(body: bytes) -> bytes:
+    """`body` as the UTF-8 of the text `json.loads` would decode it to: JSON in UTF-16 or
+    UTF-32 is read by `json.loads`, and its bytes hold quotes and brackets that are parts of
+    other characters (U+0122 is `22 01` in UTF-16-LE), so measured as bytes a deep body could
+    pass for a shallow one. A body that does not decode is returned as it is (no parser
+    reads it)."""
+    encoding = json.detect_encoding(body)
+    if encoding in ("utf-8", "utf-8-sig"):
+        return body
+    try:
+        return body.decode(encoding, "surrogatepass").encode("utf-8", "surrogatepass")
+    except UnicodeError:
+        return body
 
 
 def is_json_type(content_type: str) -> bool:
@@ -63,11 +84,10 @@ def event_id_refusal(scope: Scope) -> str | None:
         if name == b"last-event-id" and len(value.strip()) > MAX_EVENT_ID_CHARS:
             return _too_long_id("the Last-Event-ID header")
     query: bytes = scope.get("query_string", b"")
-    if b"last_event_id=" in query:
-        for pair in query.split(b"&"):
-            name, _, value = pair.partition(b"=")
-            if name == b"last_event_id" and len(value.strip()) > MAX_EVENT_ID_CHARS:
-                return _too_long_id("the last_event_id query parameter")
+    # As Starlette reads it (`request.query_params`): `last%5Fevent%5Fid=` names it too.
+    for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if name == "last_event_id" and len(value.strip()) > MAX_EVENT_ID_CHARS:
+            return _too_long_id("the last_event_id query parameter")
     return None
 
 

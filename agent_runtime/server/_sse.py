@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from agent_runtime._key import AgentKey
+from agent_runtime.server._guard import MAX_EVENT_ID_CHARS
 from agent_runtime.server._replay import ReplayBuffer
 from agent_runtime.server._wire import Frame, dropped_frame
 
@@ -26,11 +27,16 @@ KEEPALIVE = b": keepalive\n\n"
 def last_event_id(request: Request) -> int | None:
     """The id a client last saw: the `Last-Event-ID` header (what EventSource sends when it
     reconnects), else the `last_event_id` query parameter (for a page opening a stream
-    anew); None when neither is a non-negative integer."""
+    anew); None when neither is a non-negative integer of at most `MAX_EVENT_ID_CHARS`
+    digits (`_guard` answers a longer one 400 first; this bound holds wherever the stream is
+    served, so no id reaches `int()` past its digit limit)."""
     raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
-    if raw is None or not raw.strip().isdigit():
+    if raw is None:
         return None
-    return int(raw.strip())
+    raw = raw.strip()
+    if len(raw) > MAX_EVENT_ID_CHARS or not raw.isdigit():
+        return None
+    return int(raw)
 
 
 async def frames(

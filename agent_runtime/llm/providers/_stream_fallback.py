@@ -9,7 +9,10 @@ without streaming straight away (one request a turn instead of two). What is lea
 - a shape: the request's `tool_choice` as sent and whether its last message is a tool result;
   only requests with tools have one (a plain chat is never switched off streaming);
 - only from a repeat that answered (an error, such as a context overflow, teaches nothing);
-- for the life of the model instance (the process's, for a profile's model), never persisted.
+- for the life of the model instance, never persisted. A profile named where a model is
+  taken (`start_agent(model="local")`, the gateway's `{"model": "local"}`) is built anew
+  for each agent (`llm.from_config`), so each such agent learns once, on its first turn of
+  that shape; share one model object among agents to learn once for all of them.
 
 Each shape learned and each request sent without streaming because of it is logged at debug
 level (`llm.stream.fallback.learned` / `.used`) and counted by the OpenTelemetry counter

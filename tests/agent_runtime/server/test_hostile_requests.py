@@ -152,6 +152,35 @@ def test_json_nested_deeper_than_64_levels_is_a_400_on_every_post_route(gw: Gate
     assert brackets_in_text.status_code == 413  # a string is not nesting (and it is too long)
 
 
+def _hidden_in_utf16(depth: int, encoding: str) -> bytes:
+    """JSON `depth` levels deep, in `encoding`: "\u0122" is `22 01` in UTF-16-LE, a quote
+    byte that is no quote, so read as bytes the brackets would seem to sit in a string."""
+    text = '{"a":"\u0122","b":' + "[" * depth + "]" * depth + ',"c":"x"}'
+    return text.encode(encoding)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16", "utf-32"])
+def test_json_nested_too_deep_in_utf16_or_utf32_is_a_400_too(gw: Gateway, encoding: str) -> None:
+    # json.loads reads UTF-16 and UTF-32: measured as bytes, this body passed for shallow
+    # and reached the parser's recursion (a 500 and a reset connection).
+    if gw.runtime.registry.lookup(AgentKey("u", "main", 0)) is None:
+        gw.start("u/main/0", model="quick")
+    body = _hidden_in_utf16(50_000, encoding)
+    assert json_too_deep(body)
+    assert not json_too_deep(_hidden_in_utf16(63, encoding))
+    with _client(gw, **{"Content-Type": "application/json", "A2A-Version": "1.0"}) as client:
+        for route in (
+            "/v1/agents/u/main/1",
+            "/v1/agents/u/main/0/run",
+            "/v1/agui/u/main/0",
+            "/v1/a2a/u/main/0",
+            "/v1/llm/stream",
+        ):
+            reply = client.post(route, content=body)
+            assert reply.status_code == 400, (route, reply.text)
+            assert "deeper than 64 levels" in reply.json()["error"], route
+
+
 @pytest.mark.parametrize(
     "how",
     [
@@ -169,6 +198,24 @@ def test_a_last_event_id_longer_than_20_characters_is_a_400(
             reply = client.get(path, **how)
             assert reply.status_code == 400, path
             assert "longer than 20 characters" in reply.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "last%5Fevent%5Fid=" + LONG_ID,  # the name percent-encoded, as Starlette decodes it
+        "last_event_id=" + "%39" * 4400,  # the digits percent-encoded
+        "last_event_id=1&last_event_id=" + LONG_ID,  # the last occurrence is the one read
+    ],
+    ids=["encoded-name", "encoded-digits", "repeated"],
+)
+def test_a_long_last_event_id_in_any_spelling_of_the_query_is_a_400(
+    gw: Gateway, query: str
+) -> None:
+    with gw.client() as client:
+        reply = client.get(f"/v1/sessions/e/events?{query}")
+    assert reply.status_code == 400, reply.text
+    assert "longer than 20 characters" in reply.json()["error"]
 
 
 def test_a_last_event_id_of_20_digits_resumes(gw: Gateway) -> None:

@@ -1,7 +1,8 @@
 """Leases between processes on one database: while its owner lives, another process calling
-`resume()` does not run a workflow; once the owner is SIGKILLed (or its lease expired while it
-was stopped) the survivor takes it over and finishes it, every step's result committed once,
-and a stale owner's commit is refused."""
+`resume()` does not run a workflow (the owner renews its lease while a step runs longer than
+the lease lasts); once the owner is SIGKILLed (or its lease expired while it was stopped) the
+survivor takes it over and finishes it, every step's result committed once, and a stale
+owner's commit is refused."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from tests.agent_runtime.workflows.lease_flow import STEPS
 
 ROOT = Path(__file__).resolve().parents[3]
 CHILD = [sys.executable, "-m", "tests.agent_runtime.workflows.lease_child"]
+LEASE = 2.0  # seconds a lease lasts unless renewed
 
 
 def _lines(path: Path) -> list[list[str]]:
@@ -35,7 +38,7 @@ def _spawn(tmp_path: Path, mode: str, name: str) -> tuple[subprocess.Popen[bytes
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with out.open("wb") as stdout, err.open("wb") as stderr:
         child = subprocess.Popen(
-            [*CHILD, mode, "2"], cwd=tmp_path, env=env, stdout=stdout, stderr=stderr
+            [*CHILD, mode, str(LEASE)], cwd=tmp_path, env=env, stdout=stdout, stderr=stderr
         )
     return child, out, err
 
@@ -70,12 +73,20 @@ def test_the_survivor_finishes_a_workflow_whose_owner_was_sigkilled(tmp_path: Pa
         )
         assert owner.poll() is None, owner_err.read_text()
         survivor, survivor_out, survivor_err = _spawn(tmp_path, "follow", "survivor")
-        # while the owner lives, the survivor's resume() passes leave the workflow alone
+        # while the owner lives, the survivor's resume() passes leave the workflow alone, for
+        # more than two leases' time: the owner renews its lease while s2 runs
         wait_until(
             lambda: _passes(survivor_out) >= 3 or survivor.poll() is not None,
             timeout=60,
             what="3 passes",
         )
+        first_pass = time.monotonic()
+        wait_until(
+            lambda: time.monotonic() - first_pass > 2.5 * LEASE or survivor.poll() is not None,
+            timeout=60,
+            what="two leases' time",
+        )
+        assert survivor.poll() is None, survivor_err.read_text()
         assert all(ln[-1] == str(owner.pid) for ln in _lines(steps))
         assert _lines(steps)[-1][:2] == ["start", "s2"]  # held there
         os.kill(owner.pid, signal.SIGKILL)
@@ -105,7 +116,7 @@ def test_a_stale_owner_s_commit_is_refused_after_a_takeover(tmp_path: Path) -> N
             what="s2 started",
         )
         assert owner.poll() is None, owner_err.read_text()
-        os.kill(owner.pid, signal.SIGSTOP)  # mid-step: its lease (2 s) runs out
+        os.kill(owner.pid, signal.SIGSTOP)  # mid-step: its lease (LEASE) runs out
         (tmp_path / "hold").unlink()
         survivor, _, survivor_err = _spawn(tmp_path, "follow", "survivor")
         assert survivor.wait(timeout=90) == 0, survivor_err.read_text()
