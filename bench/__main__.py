@@ -211,10 +211,10 @@ def table(rows: list[Row]) -> list[str]:
 
 
 def floor_lines(rows: list[Row]) -> list[str]:
-    """The floor's table: what one bare pykka actor per agent costs against the same
+    """The floor's table: what one bare loop actor per agent costs against the same
     baseline, and whether the target leaves any room above it."""
     lines = [
-        "| figure | one bare pykka actor per agent | baseline | ratio | target | |",
+        "| figure | one bare loop actor per agent | baseline | ratio | target | |",
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -279,11 +279,13 @@ def main() -> None:
         "",
         *lines,
         "",
-        "The floor of the design's one pykka actor per agent, measured in the same run: a bare "
-        "actor that hands each run to a loop thread and hears of its end, with none of the "
-        "library's work (bench/_figures.py, `FloorActor`). Its ratio to the same baseline is "
-        "what the actors cost before a run does anything; a target below it cannot be met "
-        "while every agent is a pykka actor:",
+        "The floor of the design, measured in the same run: one bare `AsyncioActor` per agent "
+        "on the loop that runs its runs, which starts each run as a task there and hears of "
+        "its end, asked and waited for from the caller's thread as `run`, `prompt` and "
+        "`wait_for_idle` ask an agent, with none of the library's work (bench/_figures.py, "
+        "`FloorActor`). Its ratio to the same baseline is what the actors and the caller's "
+        "hops cost before a run does anything; a target below it cannot be met while every "
+        "agent is a pykka actor answering a synchronous caller:",
         "",
         *floor_lines(floor),
         "",

@@ -33,6 +33,7 @@ from agent_runtime.messages import (
 )
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import tool
+from supervisors import AsyncioActor
 
 NONE = MemoryPolicy.none()
 # Scripted turns carry their usage: the fake model's own estimate serialises the whole request,
@@ -132,16 +133,18 @@ def bare_actor_start_stop(n: int) -> list[float]:
     return samples
 
 
-class FloorActor(pykka.ThreadingActor):
-    """The floor of one pykka actor per agent, with no library work: a run starts with a
-    message to the agent's thread, which hands it to the loop thread as a task (one hop),
-    and ends with the answer back to the caller (a hop) and a message to the thread (its
-    end); an `ask` of "idle" answers the running run's answer (None when idle), as
+class FloorActor(AsyncioActor):
+    """The floor of the design, one `supervisors.AsyncioActor` per agent on the loop that
+    runs its runs, with no library work: a run starts with a message to the actor (the
+    caller's one hop to the loop), which starts it as a task on its own loop (no hop), and
+    ends with the answer back to the caller (a hop) and a message to the actor (its end);
+    an `ask` of "idle" answers the running run's answer (None when idle), as
     `wait_for_idle` asks the agent's actor for its run's end."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, turn: Callable[[], Any]) -> None:
+    use_actor_registry = False  # as agents: pykka's registry is not on their path
+
+    def __init__(self, turn: Callable[[], Any]) -> None:
         super().__init__()
-        self.loop = loop
         self.turn = turn
         self.history: list[Any] = []
         self.running: Future[Any] | None = None
@@ -153,7 +156,7 @@ class FloorActor(pykka.ThreadingActor):
             self.running = None
         elif kind == "run":
             self.running = payload
-            self.loop.call_soon_threadsafe(self.loop.create_task, self._run(payload))
+            self.actor_loop.create_task(self._run(payload))
         return self.running
 
     async def _run(self, answer: Future[Any]) -> None:
@@ -165,7 +168,7 @@ class FloorActor(pykka.ThreadingActor):
 def floor_turns(n: int) -> list[float]:
     """`bare_turn` through a `FloorActor`: the caller waits for the answer."""
     host = LoopThread()
-    actor = FloorActor.start(host.loop, bare_turn)
+    actor = FloorActor.start(bare_turn, loop=host.loop)
     samples = []
     for _ in range(n):
         started = time.perf_counter()
@@ -182,15 +185,15 @@ def floor_burst(n: int) -> float:
     """`bare_burst` through `n` `FloorActor`s (one run each, all at once): wall time."""
 
     host = LoopThread()
-    actors = [FloorActor.start(host.loop, slow_call) for _ in range(n)]
+    actors = [FloorActor.start(slow_call, loop=host.loop) for _ in range(n)]
     gc.collect()
     started = time.perf_counter()
     answers: list[Future[Any]] = []
-    for actor in actors:
+    for actor in actors:  # as `burst` prompts each agent: an ask, answered once it started
         answers.append(Future())
-        actor.tell(("run", answers[-1]))
+        actor.ask(("run", answers[-1]), block=False).get(timeout=60)
     for actor in actors:  # as `burst` waits for each agent's `wait_for_idle`
-        running: Future[Any] | None = actor.ask(("idle", None), block=True, timeout=60)
+        running: Future[Any] | None = actor.ask(("idle", None), block=False).get(timeout=60)
         if running is not None:
             running.result(timeout=60)
     wall = time.perf_counter() - started
