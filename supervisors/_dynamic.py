@@ -13,8 +13,14 @@ from supervisors._actor import ExitReason, SupervisedActor, monitor
 from supervisors._core import Child, SupervisorCore, SupervisorHandle
 from supervisors._errors import MaxChildrenReached
 from supervisors._intensity import Clock, check_intensity
-from supervisors._shutdown import START_TIMEOUT, await_started, begin_child, shutdown_child
-from supervisors._spec import ChildSpec
+from supervisors._shutdown import (
+    START_TIMEOUT,
+    await_started,
+    begin_child,
+    shutdown_child,
+    shutdown_children,
+)
+from supervisors._spec import ChildSpec, Shutdown
 
 # How long a stopping supervisor waits for the starts and stops its callers have in flight.
 SETTLE_TIMEOUT = START_TIMEOUT
@@ -156,14 +162,18 @@ class DynamicSupervisorActor(SupervisorCore, SupervisedActor):
             roster.count -= len(theirs)
             roster.swept = True
         mine = set(self.children)  # by identity (Child compares so)
+        stopping: list[tuple[str, pykka.ActorRef[Any], Shutdown]] = []
         for child in sorted([*mine, *theirs], key=lambda c: c.order, reverse=True):
+            ref = child.ref
+            if ref is None:
+                continue
             if child in mine:
-                if child.ref is not None:
-                    self.terminate(child)
-            elif child.ref is not None:
-                self.unwatch(child)
-                shutdown_child(child.spec.id, child.ref, child.spec.shutdown)
-                self.log.debug("supervisor.child.terminated", child=child.spec.id)
+                child.ref = None  # as `terminate` does
+            self.unwatch(child)
+            stopping.append((child.spec.id, ref, child.spec.shutdown))
+        shutdown_children(stopping)  # in this order; loop actors in one hop per loop
+        for child_id, _, _ in stopping:
+            self.log.debug("supervisor.child.terminated", child=child_id)
 
 
 class DynamicSupervisor(SupervisorHandle):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from concurrent.futures import Future
 from typing import Any
 
 import pykka
@@ -121,3 +123,59 @@ def shutdown_child(child_id: str, ref: pykka.ActorRef[Any], shutdown: Shutdown) 
         return False
     except pykka.ActorDeadError:
         return True
+
+
+def shutdown_children(children: list[tuple[str, pykka.ActorRef[Any], Shutdown]]) -> None:
+    """`shutdown_child` for each of `children`, in the order given, each stopped before the
+    next: a run of `AsyncioActor`s of one event loop (called from another thread) is
+    stopped in one hop to that loop, not a round trip each (a dynamic supervisor's end
+    with 20,000 agents took ~3.5 s of round trips). Should the loop not finish the run
+    within the longest of its `shutdown` times, what it has not stopped is stopped one by
+    one from here, as `shutdown_child` does (killed once its own time is over)."""
+    index = 0
+    while index < len(children):
+        loop = _loop_of(children[index])
+        end = index + 1
+        while loop is not None and end < len(children) and _loop_of(children[end]) is loop:
+            end += 1
+        group = children[index:end]
+        if loop is not None and len(group) > 1:
+            _stop_on(loop, group)
+        for child_id, ref, shutdown in group:  # all of them, or what the loop left alive
+            if ref.is_alive():
+                shutdown_child(child_id, ref, shutdown)
+        index = end
+
+
+def _loop_of(child: tuple[str, pykka.ActorRef[Any], Shutdown]) -> Any:
+    """The event loop a live `AsyncioActor` child is stopped on in one hop (None: stopped
+    alone: another kind, killed outright, dead, or on the caller's own loop)."""
+    _, ref, shutdown = child
+    if shutdown == "brutal_kill" or not ref.is_alive():
+        return None
+    actor = actor_of(ref)
+    if not isinstance(actor, AsyncioActor) or actor.on_loop_thread():
+        return None
+    return actor.actor_loop
+
+
+def _stop_on(loop: Any, group: list[tuple[str, pykka.ActorRef[Any], Shutdown]]) -> None:
+    """Stop `group` on `loop`, in order, waiting up to the longest of their `shutdown`
+    times (not at all when the loop is closed)."""
+    done: Future[None] = Future()
+
+    def stop_all() -> None:
+        try:
+            for child_id, ref, shutdown in group:
+                shutdown_child(child_id, ref, shutdown)  # on its loop: stopped at once
+        finally:
+            done.set_result(None)
+
+    try:
+        loop.call_soon_threadsafe(stop_all)
+    except RuntimeError:  # the loop is closed
+        return
+    times = [shutdown for _, _, shutdown in group]
+    timeout = None if "infinity" in times else max(float(t) for t in times)
+    with contextlib.suppress(TimeoutError):
+        done.result(timeout)

@@ -388,3 +388,55 @@ def test_a_supervisor_on_the_loop_is_started_and_stopped_from_the_loop(
 
     assert on_loop(aio, lifecycle()) == (True, False)
     assert log[0] == ("started", "actor-loop") and log[-1] == ("stopped", "actor-loop")
+
+
+class Named(AsyncioActor):
+    """Logs its name when it stops, with the thread that stopped it."""
+
+    def __init__(self, name: str, log: list[Any]) -> None:
+        super().__init__()
+        self.name, self.log = name, log
+
+    def on_stop(self) -> None:
+        self.log.append((self.name, threading.current_thread().name))
+
+
+def test_a_dynamic_supervisors_end_stops_many_asyncio_children_last_started_first(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    dyn = DynamicSupervisor.start()
+    log: list[Any] = []
+    names = [f"c{i}" for i in range(60)]
+    for i, name in enumerate(names):
+        restart = "permanent" if i % 7 == 0 else "temporary"  # started by it or by the caller
+
+        def start(name: str = name) -> pykka.ActorRef[Any]:
+            return Named.start(name, log, loop=aio.loop)
+
+        dyn.start_child(ChildSpec(name, start, restart=restart))
+    dyn.stop(timeout=10.0)
+    assert log == [(name, "actor-loop") for name in reversed(names)]
+
+
+@pytest.mark.timing
+def test_asyncio_children_of_a_stuck_loop_are_killed_within_their_shutdown(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    dyn = DynamicSupervisor.start()
+    refs = [
+        dyn.start_child(
+            ChildSpec(f"c{i}", lambda: Worker.start(loop=aio.loop), "temporary", shutdown=0.2)
+        )
+        for i in range(3)
+    ]
+    unblocked = threading.Event()
+    aio.loop.call_soon_threadsafe(unblocked.wait, 10.0)  # the loop is stuck until set
+    try:
+        started = time.monotonic()
+        dyn.stop(timeout=10.0)
+        took = time.monotonic() - started
+        assert all(not ref.is_alive() for ref in refs)
+        assert [exit_reason(ref).kind for ref in refs] == ["killed"] * 3  # type: ignore[union-attr]
+        assert took < 3.0, took  # the batch's 0.2 s, then 0.2 s each: not the stuck loop's 10 s
+    finally:
+        unblocked.set()
