@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from typing import Any
 
 import pykka
+from pykka import messages as pykka_messages
 
 from agent_runtime import Runtime
 from agent_runtime.config import MemoryConfig, RuntimeConfig, TelemetryConfig
@@ -202,6 +203,56 @@ def floor_burst(n: int) -> float:
         actor.stop()
     host.close()
     return wall
+
+
+class IdleFloorActor(AsyncioActor):
+    """An idle agent's floor: a bare loop actor that answers an ask (as `state()`)."""
+
+    use_actor_registry = False
+
+    def on_receive(self, message: Any) -> Any:
+        return message
+
+
+def floor_many_idle(n: int) -> float:
+    """`many_idle_agents`' start, state and stop through `n` bare `IdleFloorActor`s on a
+    loop thread, each started from this thread and waited for (its `on_start`, as
+    `start_agent` waits), asked once, then all stopped: seconds in all."""
+    host = LoopThread()
+    started = time.perf_counter()
+    refs = []
+    for _ in range(n):
+        ref = IdleFloorActor.start(loop=host.loop)
+        ref.ask("ready", block=False).get(timeout=10)  # the start's wait: one round trip
+        refs.append(ref)
+    for ref in refs:
+        ref.ask("state", block=False).get(timeout=10)
+
+    async def stop_all() -> None:  # one hop, as a runtime's stop now takes
+        for ref in reversed(refs):
+            actor = ref._actor_weakref()
+            if isinstance(actor, AsyncioActor):
+                actor.stop_now()
+
+    host.run(stop_all())
+    took = time.perf_counter() - started
+    host.close()
+    return took
+
+
+def floor_spawn_stop(n: int) -> list[float]:
+    """`spawn_stop` through a bare `IdleFloorActor`: started and waited for, then stopped
+    (a round trip each)."""
+    host = LoopThread()
+    samples = []
+    for _ in range(n):
+        begun = time.perf_counter()
+        ref = IdleFloorActor.start(loop=host.loop)
+        ref.ask("ready", block=False).get(timeout=10)
+        ref.ask(pykka_messages._ActorStop(), block=False).get(timeout=10)
+        samples.append(time.perf_counter() - begun)
+    host.close()
+    return samples
 
 
 # -- agent-runtime ------------------------------------------------------------------------------
