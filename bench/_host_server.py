@@ -2,11 +2,12 @@
 host's loop lag (`python -m bench.host`) runs it in a process of its own.
 
 `/floor` streams the events of `/control` (made on the server's loop without the library)
-through the skeleton of one pykka actor per agent: each session gets a bare actor (started on
-a worker thread, as `Runtime.astart_agent` starts an agent), each run is a message to it that
-hands the run back to the loop, the facts an agent's actor hears of during a tool run (the
-tool's start and end, the turn's end) are messages to it, and so is the run's end. No code of
-the library runs: what it lags the loop by is what one thread per agent costs the host.
+through the skeleton of one loop actor per agent, the design's: each session gets a bare
+`supervisors.AsyncioActor` on the server's loop (started from a worker thread, as
+`Runtime.astart_agent` starts an agent, and waited for), each run is a message to it that
+starts the run, the facts an agent's actor hears of during a tool run (the tool's start and
+end, the turn's end) are messages to it, and so is the run's end. No code of the library
+runs: what it lags the loop by is what one actor per agent costs the host.
 """
 
 from __future__ import annotations
@@ -22,24 +23,27 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from supervisors import AsyncioActor
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "starlette_sse.py"
 FACTS = frozenset({"tool_execution_start", "tool_execution_end", "turn_end"})
 
 
-class FloorAgent(pykka.ThreadingActor):
-    """A bare actor in an agent's place: it hands each run back to the loop and keeps what
-    it is told."""
+class FloorAgent(AsyncioActor):
+    """A bare actor in an agent's place, on the server's loop: it starts each run and keeps
+    what it is told."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    use_actor_registry = False  # as agents
+
+    def __init__(self) -> None:
         super().__init__()
-        self.loop = loop
         self.heard: list[str] = []
 
     def on_receive(self, message: Any) -> None:
         kind, payload = message
         if kind == "start":
-            self.loop.call_soon_threadsafe(payload.set_result, None)
-        else:
+            payload.set_result(None)
+        elif kind == "fact":
             self.heard.append(payload)
 
 
@@ -54,7 +58,9 @@ def main() -> None:
         loop = asyncio.get_running_loop()
         agent = agents.get(session)
         if agent is None:
-            agent = agents[session] = await asyncio.to_thread(FloorAgent.start, loop)
+            agent = await asyncio.to_thread(lambda: FloorAgent.start(loop=loop))
+            await agent.ask(("ready", None), block=False)  # started, as start_agent waits
+            agents[session] = agent
         started: asyncio.Future[None] = loop.create_future()
         agent.tell(("start", started))
         await started

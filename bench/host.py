@@ -9,7 +9,7 @@ from the example's `/lag` (how late a 10 ms sleep woke up):
 - `control`: the run's events made on the server's loop without the library;
 - `library, new agents` and `library, same agents`: `agent.astream` of the example's agents,
   started by the round (one per session), then the same sessions again;
-- `floor, new actors` and `floor, same actors`: the control's events through one bare pykka
+- `floor, new actors` and `floor, same actors`: the control's events through one bare loop
   actor per session (bench/_host_server.py says what it is told), no library code.
 
 Each repetition is a fresh server; the table has the medians, and each round's ratio to the

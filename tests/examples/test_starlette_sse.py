@@ -232,9 +232,10 @@ def test_100_streams_each_get_every_event_once_and_the_host_loop_stays_responsiv
 @pytest.mark.xfail(
     strict=False,
     reason="issue 34's target, not yet met on a quiet machine: agents are actors on the "
-    "host's loop now (no thread per session), and the library's worst lag under 100 new "
-    "sessions was 42-69 ms against a control's 5-7 before that change; `make bench-host` "
-    "measures it (docs/performance.md)",
+    "host's loop (no thread per session; a bare loop actor per session lags within its "
+    "control), and the library's p95 was 15-21 ms against a control's 7-8, its worst "
+    "32-77 ms against 10-21 (2026-12-06); `make bench-host` measures it "
+    "(docs/performance.md)",
 )
 def test_100_streams_keep_the_host_loop_lag_within_twice_the_control(
     measured: Measured,
