@@ -108,6 +108,20 @@ def measure() -> tuple[list[Row], list[Row]]:
             deep <= 1.2 * p50,
         )
     )
+    read = statistics.median(
+        us(f.percentile(f.text_turns(200, history=3000, from_memory=True), 0.5))
+        for _ in range(REPS)
+    )
+    rows.append(
+        Row(
+            "text turn with 3,000 messages read from session memory, p50",
+            read,
+            p50,
+            "us",
+            "measured",
+            True,
+        )
+    )
     bare_tool = statistics.median(us(statistics.median(f.bare_turns(n, True))) for _ in range(REPS))
     tool = statistics.median(us(f.percentile(f.tool_turns(n), 0.5)) for _ in range(REPS))
     rows.append(

@@ -258,22 +258,29 @@ def floor_spawn_stop(n: int) -> list[float]:
 # -- agent-runtime ------------------------------------------------------------------------------
 
 
-def text_turns(n: int, history: int = 0) -> list[float]:
-    """`agent.run` of one text turn (20 chunks); the history is reset after each run unless a
-    history of `history` messages is given (then kept, read from session memory at start, and
-    each run is followed by `wait_for_idle`: like the reset, an untimed round trip to the
-    actor, so both figures start each run from an actor that has handled the last one)."""
+def text_turns(n: int, history: int = 0, *, from_memory: bool = False) -> list[float]:
+    """`agent.run` of one text turn (20 chunks). Without `history` the history is reset after
+    each run. With it the agent first has `history` messages, kept, and each run is followed
+    by `wait_for_idle` (like the reset, an untimed round trip to the actor, so both figures
+    start each run from an actor that has handled the last one): made by its own runs under
+    the same memory policy as the empty figure (`MemoryPolicy.none()`: what the history's
+    length costs, and nothing else), or `from_memory`, read from session memory at start
+    with a policy that reads (each run then also merges the session's changes, a hop to the
+    session writer's thread)."""
     with Runtime.start(config()) as rt:
         policy = NONE
-        if history:
+        if history and from_memory:
             old = [
                 UserMessage(content=f"q{i}") if i % 2 == 0 else _answer(i) for i in range(history)
             ]
             rt.memory.append("bench", old)
             policy = MemoryPolicy(read=True, write=False)
-        turns = [ScriptedTurn(chunks=["a"] * 20, usage=USAGE) for _ in range(n)]
+        warm = 0 if from_memory else history // 2  # each run adds a prompt and its answer
+        turns = [ScriptedTurn(chunks=["a"] * 20, usage=USAGE) for _ in range(n + warm)]
         model = ScriptedModel(turns, record_requests=False)  # as the peers' fakes: none kept
         agent = rt.start_agent(("bench", "a", 0), model=model, memory=policy)
+        for _ in range(warm):
+            agent.run("hi", timeout=10)
         samples = []
         for _ in range(n):
             started = time.perf_counter()
