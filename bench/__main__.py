@@ -32,7 +32,7 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 REASONS: dict[str, str] = {
     # Why a figure misses its target, kept with the table in RESULTS.md (profiles of the
     # loop-actor core, 2026-12-06; docs/performance.md says more).
-    "one text turn, p50": "the run's own work, not the hops (the floor is 1.01x): ~1.5 ms of "
+    "one text turn, p50": "the run's own work, not the hops (the floor is 0.7-1.0x): ~1.5 ms of "
     "CPU per turn on the caller's thread and the loop, ~1 ms of it fixed (the start, nine "
     "structural events, the actor's messages for start, commits and end, the caller's "
     "result) and twenty deltas at ~16 us each; a flat profile, no function above 5%",
@@ -41,11 +41,11 @@ REASONS: dict[str, str] = {
     "collector walking a larger heap",
     "one tool call then text, p50": "two model calls' work (see the text turn) and the "
     "tool's hop to the tool_tasks pool and back",
-    "1000 concurrent runs of a 100 ms model, wall": "the floor alone is 2.3x: a synchronous "
+    "1000 concurrent runs of a 100 ms model, wall": "the floor alone is 2.2-2.3x: a synchronous "
     "prompt() and wait_for_idle() per agent from one thread, two round trips of ~100 us; "
     "above it each run's set-up and events, ~1 ms of CPU per run",
     "2500 concurrent runs of a 100 ms model, wall": "as for 1000 runs; the floor alone is "
-    "4.4x, over the target",
+    "4.2-4.4x, over the target",
     "1000 streamed deltas to one subscriber": "~28 us of CPU per delta: ~16 us on the loop "
     "(the chunk's abort check, the message builder, the per-token event, the fan-out), the "
     "rest the reader thread's wake-up and the GIL's hand-offs; the target leaves 6.7 us",
@@ -53,11 +53,11 @@ REASONS: dict[str, str] = {
     "each taking the stream's lock per batch, for one GIL",
     "RSS per idle agent (100,000 agents)": "an agent's actor, cell, validated options and "
     "supervisor records",
-    "100,000 idle agents: start, state() each, stop": "the floor alone is 34 s: a bare loop "
+    "100,000 idle agents: start, state() each, stop": "the floor alone is 29-34 s: a bare loop "
     "actor per agent, started and asked from the caller's thread, two synchronous round "
     "trips per agent; above it ~0.3 ms of start work per agent (options validated, actor, "
     "cell, registry, monitors)",
-    "spawn + stop of an agent, p50": "the floor is 0.82x: ~0.25 ms of library work per spawn "
+    "spawn + stop of an agent, p50": "the floor is 0.83x: ~0.25 ms of library work per spawn "
     "and stop on the two threads (options validated, actor and cell, registry, monitors, "
     "log calls), against an empty thread actor",
 }
