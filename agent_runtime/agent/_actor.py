@@ -28,6 +28,7 @@ from agent_runtime.agent._protocol import (
     Abort,
     ApprovalRequested,
     ApprovalWithdrawn,
+    CarriedStored,
     Committed,
     Decide,
     FollowUp,
@@ -118,6 +119,7 @@ class AgentActor(AsyncioActor):
         "system_prompt",
         "tools",
         "transcript",
+        "unstored",
     )
 
     def __init__(self, cell: AgentCell) -> None:
@@ -146,6 +148,9 @@ class AgentActor(AsyncioActor):
         self.forget_session = False  # a reset: the next merge starts over from the store
         self.ready = False  # the history is in: calls are taken
         self.approvals = ApprovalBook()  # tool calls waiting for approval, decisions
+        # The end of `messages` not in session memory yet: the kept prompt of a crashed
+        # incarnation, which the next run commits with its first turn (`CarriedStored`).
+        self.unstored: tuple[Message, ...] = ()
 
     @property
     def log(self) -> LibraryLogger:
@@ -165,8 +170,8 @@ class AgentActor(AsyncioActor):
         )
         preloaded, cell.preloaded = cell.preloaded, None
         if preloaded is not None:
-            self._history_in(*preloaded, parked=cell.parked)
-            cell.parked = None
+            self._history_in(*preloaded, parked=cell.parked, unstored=cell.unstored)
+            cell.parked, cell.unstored = None, ()
             return
         # A restart: the history is read on the session writer's threads, after what the
         # crashed incarnation's runs handed to it (the session's order), then told here.
@@ -182,24 +187,30 @@ class AgentActor(AsyncioActor):
 
         def loaded(done: Any) -> None:
             try:
-                messages, sequence, parked = done.result()
+                messages, sequence, parked, unstored = done.result()
             except Exception as exc:
                 self.log.warning("agent.restart.read_failed", error=f"{type(exc).__name__}: {exc}")
-                messages, sequence, parked = (), 0, None
+                messages, sequence, parked, unstored = (), 0, None, ()
             with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(HistoryLoaded(tuple(messages), sequence, parked))
+                ref.tell(HistoryLoaded(tuple(messages), sequence, parked, unstored))
 
         future.add_done_callback(loaded)
 
     def _history_in(
-        self, messages: tuple[Message, ...], sequence: int, parked: ParkedTurn | None = None
+        self,
+        messages: tuple[Message, ...],
+        sequence: int,
+        parked: ParkedTurn | None = None,
+        unstored: tuple[Message, ...] = (),
     ) -> None:
         self.approvals.parked = parked
         self._publish_approvals()
         self.messages = list(messages)
         self.transcript.feed(self.messages)
+        self.unstored = unstored
         if self.cell.options.memory.read:
             self.mirror = SessionMirror(sequence)
+            self.mirror.carried(unstored)  # the agent's own, not handed to the writer yet
         self.ready = True
         self._publish_status()
         self.cell.attach(self)
@@ -268,6 +279,7 @@ class AgentActor(AsyncioActor):
             per_run,
             self.mirror.sequence if self.mirror is not None else None,
             parked=parked,
+            carried=self.unstored,
         )
         self.approvals.run_started()
         cell.run_started(run)
@@ -370,12 +382,18 @@ class AgentActor(AsyncioActor):
         self.pending_tool_calls = {}
         self._publish_status()
 
+    def _on_carried_stored(self, msg: CarriedStored) -> None:
+        if self._current(msg.run_id) is not None:
+            self.unstored = ()
+            if self.mirror is not None:
+                self.mirror.sent()
+
     def _on_run_broke(self, msg: RunBroke) -> None:
         raise RuntimeError(f"the agent's run failed: {msg.reason}")
 
     def _on_history_loaded(self, msg: HistoryLoaded) -> None:
         if not self.ready:
-            self._history_in(msg.messages, msg.sequence, msg.parked)
+            self._history_in(msg.messages, msg.sequence, msg.parked, msg.unstored)
 
     # -- queues -----------------------------------------------------------------------------------
 
@@ -414,6 +432,7 @@ class AgentActor(AsyncioActor):
             self._publish_approvals()
         self.messages = []
         self.transcript = TranscriptState()
+        self.unstored = ()
         self.forget_session = self.mirror is not None
         self.steering.clear()
         self.follow_ups.clear()
@@ -603,6 +622,7 @@ _HANDLERS: dict[type, Handler] = {
     Requeue: AgentActor._on_requeue,
     RunEnded: AgentActor._on_run_ended,
     RunBroke: AgentActor._on_run_broke,
+    CarriedStored: AgentActor._on_carried_stored,
     HistoryLoaded: AgentActor._on_history_loaded,
     Decide: AgentActor._on_decide,
     ApprovalRequested: AgentActor._on_approval_requested,

@@ -367,11 +367,13 @@ class ApprovalBook:
 
 def read_agent(
     memory: SessionMemory, key: AgentKey, policy: Any, reason: str
-) -> tuple[tuple[Message, ...], int, ParkedTurn | None]:
+) -> tuple[tuple[Message, ...], int, ParkedTurn | None, tuple[Message, ...]]:
     """`read_history`, with the turn the agent had parked waiting for approvals (when its
-    policy reads and writes)."""
-    messages, sequence = read_history(memory, key, policy, reason)
+    policy reads and writes); the last item is `read_history`'s unstored kept prompt."""
+    messages, sequence, unstored = read_history(memory, key, policy, reason)
     if not (policy.read and policy.write):
-        return messages, sequence, None
+        return messages, sequence, None, unstored
     messages, parked = read_parked(memory, key, messages)
-    return messages, sequence, parked
+    if parked is not None:  # the resumed turn commits the kept prompt (its `lead`)
+        unstored = ()
+    return messages, sequence, parked, unstored

@@ -96,6 +96,7 @@ class AgentCell:
         self.loop_settings: tuple[Any, Any, Any] | None = None
         self.preloaded = history  # the first incarnation's history, read by start_agent
         self.parked: Any = None  # its turn parked waiting for approvals, read with it
+        self.unstored: tuple[Message, ...] = ()  # its kept prompt not in memory, read with it
         self.pending_approvals: tuple[Any, ...] = ()  # published by the actor
         # Its spawned subagents, made at the first (a WeakSet is ~700 bytes; most have none).
         self._children: weakref.WeakSet[AgentCell] | None = None

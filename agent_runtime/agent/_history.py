@@ -134,14 +134,18 @@ def pending_prompt_key(session: str, role: str, index: int) -> str:
     return json.dumps([session, role, index])
 
 
-def with_pending_prompt(messages: list[Message], pending: object, reason: str) -> list[Message]:
+def with_pending_prompt(
+    messages: list[Message], pending: object, reason: str
+) -> tuple[list[Message], tuple[Message, ...]]:
     """`messages` (an agent's history, as stored) followed by the prompt it had accepted but
-    whose turn never committed (a crash during the run), if `pending` holds one."""
+    whose turn never committed (a crash during the run), if `pending` holds one; and that
+    prompt (empty when none was appended): it is in the history, not yet in the session's
+    memory, and the agent's next run commits it with its first turn."""
     if not isinstance(pending, list) or not pending:
-        return messages
+        return messages, ()
     prompt = [MessageAdapter.validate_python(m) for m in pending]
     size = len(prompt)
     for start in range(len(messages) - size, -1, -1):
         if messages[start : start + size] == prompt:
-            return messages  # committed with its turn after all
-    return repaired([*messages, *prompt], reason)
+            return messages, ()  # committed with its turn after all
+    return repaired([*messages, *prompt], reason), tuple(prompt)

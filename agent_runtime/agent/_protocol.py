@@ -226,6 +226,14 @@ class RunEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class CarriedStored:
+    """The run handed the history's unstored kept prompt (a crashed incarnation's) to the
+    session writer with its first batch: the actor stops carrying it."""
+
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunBroke:
     """The run's own code failed (a bug): the actor must not go on as if nothing happened."""
 
@@ -247,6 +255,7 @@ class HistoryLoaded:
     messages: tuple[Message, ...]
     sequence: int
     parked: Any = None
+    unstored: tuple[Message, ...] = ()  # the kept prompt at its end, not in memory yet
 
 
 def as_tuple(messages: Sequence[Message]) -> tuple[Message, ...]:

@@ -24,6 +24,7 @@ from agent_runtime.agent._approvals import RunApprovals
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._history import RunTranscript
 from agent_runtime.agent._protocol import (
+    CarriedStored,
     Committed,
     MergeSession,
     PromptRendered,
@@ -112,6 +113,7 @@ class AgentRun:
         config_update: dict[str, Any],
         since: int | None,
         parked: Any = None,
+        carried: tuple[Message, ...] = (),
     ) -> None:
         self.cell = cell
         self.actor = actor
@@ -128,7 +130,11 @@ class AgentRun:
         self.since = since  # the session sequence the actor's history reflects (None: no read)
         self.transcript = RunTranscript()
         self.writer = cell.host.memory_writer if cell.options.memory.write else None
-        self.keeps_prompt = self.writer is not None and bool(prompts)
+        # The history's kept prompt of a crashed incarnation, not in session memory yet: it
+        # goes to memory first in the run's first batch (its place in the history), and its
+        # kept copy is dropped with the run's own prompt.
+        self.carried = carried if self.writer is not None else ()
+        self.keeps_prompt = self.writer is not None and bool(prompts or self.carried)
         self.last_write: Future[Any] | None = None
         self.memory_error: str | None = None  # the first failed commit of this run
         self.terminal: Event | None = None
@@ -276,7 +282,8 @@ class AgentRun:
         when the run ended here (its terminal delivered)."""
         cell = self.cell
         writer, since = cell.host.memory_writer, self.since
-        keep = self.prompts if self.keeps_prompt else None
+        # Kept until the first batch commits: the run's prompt, after the one it carries.
+        keep = [*self.carried, *self.prompts] if self.keeps_prompt and self.prompts else None
         template = self.system_prompt if isinstance(self.system_prompt, Template) else None
         history = self.history
         if keep or since is not None or template is not None:
@@ -432,7 +439,12 @@ class AgentRun:
     def _commit(self) -> None:
         unit = self.transcript.turn_ended()
         writer = self.writer
-        if not unit or writer is None or self.crashed is not None:
+        if writer is None or self.crashed is not None:
+            return
+        if self.carried:  # first, in its place before the run's own messages
+            unit, self.carried = [*self.carried, *unit], ()
+            self._tell(CarriedStored(self.run_id))
+        if not unit:
             return
         session = self.cell.key.session
         self.last_write = writer.append(session, unit)

@@ -41,15 +41,28 @@ class SessionMirror:
     def __init__(self, sequence: int) -> None:
         self.sequence = sequence
         self.own_pending: deque[Message] = deque()
+        # Ids of the own messages not handed to the writer yet (a crashed incarnation's kept
+        # prompt, carried to the next run's first batch): no compaction can have taken them.
+        self.unsent: set[int] = set()
 
     def committed(self, messages: Sequence[Message]) -> None:
         """The agent appended `messages` to its history and handed them to the writer."""
         self.own_pending.extend(messages)
 
+    def carried(self, messages: Sequence[Message]) -> None:
+        """`messages` end the agent's history and are not handed to the writer yet."""
+        self.own_pending.extend(messages)
+        self.unsent.update(id(m) for m in messages)
+
+    def sent(self) -> None:
+        """The carried messages were handed to the writer."""
+        self.unsent.clear()
+
     def forget(self, sequence: int) -> None:
         """The agent's history was cleared (reset): start over from `sequence`."""
         self.sequence = sequence
         self.own_pending.clear()
+        self.unsent.clear()
 
     def merge(
         self,
@@ -76,7 +89,9 @@ class SessionMirror:
             else:
                 foreign = True
         self.sequence = changes.sequence
-        unstored = [] if changes.replaced else own[matched:]
+        # After a compaction: compacted away with the rest, but for what was never sent.
+        unsent = [m for m in own if id(m) in self.unsent]
+        unstored = unsent if changes.replaced else own[matched:]
         self.own_pending = deque(unstored)
         if not foreign and not changes.replaced:
             return None

@@ -17,8 +17,9 @@ from agent_runtime.memory import MemoryPolicy, SessionMemory, window
 from agent_runtime.messages import Message
 from agent_runtime.templates import PromptTemplates, Template
 
-History = tuple[tuple[Message, ...], int]
-"""An agent's history as read from its session: its messages and the stored sequence."""
+History = tuple[tuple[Message, ...], int, tuple[Message, ...]]
+"""An agent's history as read from its session: its messages, the stored sequence, and the
+kept prompt at its end that is not in the session's memory yet (see `read_history`)."""
 
 
 def read_history(
@@ -26,15 +27,18 @@ def read_history(
 ) -> History:
     """The history an incarnation starts from: the session's, within the policy's window,
     then the prompt the agent had accepted whose turn never committed, with every call
-    left unpaired answered `outcome="unknown"`; empty when the policy does not read."""
+    left unpaired answered `outcome="unknown"`; empty when the policy does not read. The
+    third item is that prompt (empty without one): the next run commits it with its first
+    turn, in its place before the run's own messages."""
     if not policy.read:
-        return (), 0
+        return (), 0, ()
     history = memory.history(key.session)
     messages = window(history.messages, policy.last_n, policy.max_bytes)
+    unstored: tuple[Message, ...] = ()
     if policy.write:
         pending = memory.kv(PENDING_PROMPTS).get(pending_prompt_key(*key))
-        messages = with_pending_prompt(messages, pending, reason)
-    return tuple(repaired(messages, reason)), history.sequence
+        messages, unstored = with_pending_prompt(messages, pending, reason)
+    return tuple(repaired(messages, reason)), history.sequence, unstored
 
 
 def prepare_run(

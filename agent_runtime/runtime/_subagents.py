@@ -110,10 +110,12 @@ class Subagents:
             raise AlreadyRegistered(key, holder)
         opts = AgentOptions.build(runtime.config, options, tools=runtime.tools, role=key.role)
         # The history is read here, on the caller's thread: the actor takes it on its loop.
-        messages, sequence, parked = read_agent(runtime.memory, key, opts.memory, "agent_restarted")
+        messages, sequence, parked, unstored = read_agent(
+            runtime.memory, key, opts.memory, "agent_restarted"
+        )
         loop = runtime.loop_tasks.loop
         cell = AgentCell(key, runtime, opts, parent, loop, (messages, sequence))
-        cell.parked = parked
+        cell.parked, cell.unstored = parked, unstored
         handle = Agent(cell)
         child_id = f"agent:{key.session}/{key.role}/{key.index}"
         shutdown = runtime.config.supervision.shutdown
