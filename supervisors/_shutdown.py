@@ -167,7 +167,13 @@ def _stop_on(loop: Any, group: list[tuple[str, pykka.ActorRef[Any], Shutdown]]) 
     def stop_all() -> None:
         try:
             for child_id, ref, shutdown in group:
-                shutdown_child(child_id, ref, shutdown)  # on its loop: stopped at once
+                actor = actor_of(ref)
+                if isinstance(actor, AsyncioActor) and ref.is_alive():
+                    # As a stop message would be: what its inbox held first, then the stop.
+                    with contextlib.suppress(Exception):
+                        actor.handle_now(pykka_messages._ActorStop())
+                if ref.is_alive():  # in its own handler, not started, or its stop failed
+                    shutdown_child(child_id, ref, shutdown)  # on its loop: stopped at once
         finally:
             done.set_result(None)
 

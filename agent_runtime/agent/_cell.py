@@ -98,12 +98,11 @@ class AgentCell:
         self.parked: Any = None  # its turn parked waiting for approvals, read with it
         self.unstored: tuple[Message, ...] = ()  # its kept prompt not in memory, read with it
         self.pending_approvals: tuple[Any, ...] = ()  # published by the actor
-        # Its spawned subagents, made at the first (a WeakSet is ~700 bytes; most have none).
-        self._children: weakref.WeakSet[AgentCell] | None = None
         if parent is not None:
-            if parent._children is None:
-                parent._children = weakref.WeakSet()
-            parent._children.add(self)
+            # Its spawned subagents, made at the first (a WeakSet is ~700 bytes; most have
+            # none); `setdefault` is one step, so two tools spawning at once share one set.
+            siblings = vars(parent).setdefault("_children", weakref.WeakSet())
+            siblings.add(self)
 
     # -- incarnations (on the loop) ---------------------------------------------------------------
 
@@ -116,7 +115,7 @@ class AgentCell:
     @property
     def children(self) -> list[AgentCell]:
         """Its spawned subagents still alive (a new list: safe to iterate while they stop)."""
-        children = self._children
+        children: weakref.WeakSet[AgentCell] | None = vars(self).get("_children")
         return [] if children is None else list(children)
 
     def attach(self, actor: Incarnation) -> None:

@@ -826,10 +826,16 @@ async def runs_in_flight(agents: Sequence[Agent[Any]]) -> list[LoopFuture[Event]
     trip per agent (100,000 idle agents took ~10 s of hops)."""
     ends: list[LoopFuture[Event]] = []
     for count, agent in enumerate(agents, 1):
-        actor = agent._cell.actor
+        cell = agent._cell
+        actor = cell.actor
+        pending: tuple[LoopFuture[Event], ...] = ()
         if actor is not None:
             with contextlib.suppress(pykka.ActorDeadError, RuntimeError):  # gone meanwhile
-                ends.extend(actor.handle_now(IdleWait()))
+                pending = actor.handle_now(IdleWait())
+        if not pending:  # between incarnations (a restart): the cell knows its last run
+            run = cell.undelivered()
+            pending = () if run is None else (run.outcome,)
+        ends.extend(pending)
         if count % 512 == 0:
             await asyncio.sleep(0)  # other callbacks go on between batches
     return ends

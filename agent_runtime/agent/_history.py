@@ -98,8 +98,11 @@ class RunTranscript:
       committed with the run's last batch.
     """
 
-    def __init__(self) -> None:
-        self.unit: list[Message] = []  # the turn being assembled, for session memory
+    def __init__(self, carried: Sequence[Message] = ()) -> None:
+        # The turn being assembled, for session memory: the first starts with what the run
+        # carries (the end of its history not in memory yet: a crashed incarnation's kept
+        # prompt), so it is stored in its place, and a turn parked for approvals keeps it.
+        self.unit: list[Message] = list(carried)
         self.messages: list[Message] = []  # every message the run committed
 
     def ended(self, message: Message) -> bool:

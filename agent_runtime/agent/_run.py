@@ -128,12 +128,12 @@ class AgentRun:
         self.config = config  # the agent's settings; `config_update` holds the run's values
         self.config_update = config_update
         self.since = since  # the session sequence the actor's history reflects (None: no read)
-        self.transcript = RunTranscript()
         self.writer = cell.host.memory_writer if cell.options.memory.write else None
         # The history's kept prompt of a crashed incarnation, not in session memory yet: it
         # goes to memory first in the run's first batch (its place in the history), and its
         # kept copy is dropped with the run's own prompt.
         self.carried = carried if self.writer is not None else ()
+        self.transcript = RunTranscript(self.carried)
         self.keeps_prompt = self.writer is not None and bool(prompts or self.carried)
         self.last_write: Future[Any] | None = None
         self.memory_error: str | None = None  # the first failed commit of this run
@@ -439,16 +439,14 @@ class AgentRun:
     def _commit(self) -> None:
         unit = self.transcript.turn_ended()
         writer = self.writer
-        if writer is None or self.crashed is not None:
-            return
-        if self.carried:  # first, in its place before the run's own messages
-            unit, self.carried = [*self.carried, *unit], ()
-            self._tell(CarriedStored(self.run_id))
-        if not unit:
+        if not unit or writer is None or self.crashed is not None:
             return
         session = self.cell.key.session
         self.last_write = writer.append(session, unit)
         self.last_write.add_done_callback(self._committed)
+        if self.carried:  # this first batch began with them
+            self.carried = ()
+            self._tell(CarriedStored(self.run_id))
         self.approvals.turn_committed()  # after the turn's append: forget its kept wait
         if self.keeps_prompt:  # the prompt is in this first batch: stored with its turn
             self.keeps_prompt = False

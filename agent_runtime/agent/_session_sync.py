@@ -81,17 +81,19 @@ class SessionMirror:
         if not policy.write:
             return self._merge_unwritten(history, changes, policy)
         own = list(self.own_pending)
+        # What was never sent cannot be in the store (another agent's equal message is not
+        # it), nor compacted away: it stays, in its place before what was sent.
+        unsent = [m for m in own if id(m) in self.unsent]
+        sent = [m for m in own if id(m) not in self.unsent] if unsent else own
         matched = 0
         foreign = False
         for message in changes.messages:
-            if matched < len(own) and message == own[matched]:
+            if matched < len(sent) and message == sent[matched]:
                 matched += 1
             else:
                 foreign = True
         self.sequence = changes.sequence
-        # After a compaction: compacted away with the rest, but for what was never sent.
-        unsent = [m for m in own if id(m) in self.unsent]
-        unstored = unsent if changes.replaced else own[matched:]
+        unstored = unsent if changes.replaced else [*unsent, *sent[matched:]]
         self.own_pending = deque(unstored)
         if not foreign and not changes.replaced:
             return None

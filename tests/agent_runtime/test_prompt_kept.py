@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent_runtime import Agent, Runtime
-from agent_runtime.messages import Message
+from agent_runtime.messages import Message, ToolCall, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.tools import Tool, tool
 from supervisors import kill
 
 KEY = ("s", "main", 0)
@@ -18,9 +19,11 @@ def texts(messages: list[Message]) -> list[tuple[str, str]]:
     return [(m.role, m.text) for m in messages]  # type: ignore[union-attr]
 
 
-def crash_during_the_first_model_call(runtime: Runtime, model: ScriptedModel) -> Agent:
+def crash_during_the_first_model_call(
+    runtime: Runtime, model: ScriptedModel, tools: list[Tool] | None = None
+) -> Agent:
     """A transient agent prompted with "question", killed while its model call hangs, and back."""
-    agent = runtime.start_agent(KEY, model=model, restart="transient")
+    agent = runtime.start_agent(KEY, model=model, restart="transient", tools=tools or [])
     agent.prompt("question")
     wait_until(lambda: model.call_count == 1)
     crashed = agent.ref
@@ -96,3 +99,60 @@ def test_the_sessions_other_agents_see_the_kept_prompt_only_with_its_turn(
     seen = texts(other.state().messages)
     assert seen.count(("user", "question")) == 1
     assert seen.index(("user", "question")) + 1 == seen.index(("assistant", "answer"))
+
+
+def test_a_turn_parked_for_approval_after_a_restart_keeps_the_prompt_it_carries(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    @tool(requires_approval=True)
+    def send_mail(to: str) -> str:
+        """Send a mail."""
+        return f"sent to {to}"
+
+    runtime = make_runtime()
+    mail = ToolCall(id="c1", name="send_mail", arguments={"to": "bob"})
+    model = ScriptedModel(
+        [ScriptedTurn(text="never", delay=60), ScriptedTurn(tool_calls=[mail]), "mailed"]
+    )
+    agent = crash_during_the_first_model_call(runtime, model, [send_mail])
+    agent.continue_run()  # the kept "question" is carried into the turn that parks
+    wait_until(lambda: [p.tool_call_id for p in agent.state().pending_approvals] == ["c1"])
+    crashed = agent.ref
+    kill(crashed, "second crash")
+    wait_until(lambda: agent.ref is not crashed and agent.alive)
+    agent.approve("c1")
+    agent.continue_run()
+    agent.wait_for_idle(timeout=10)
+    expected = [("user", "question"), ("assistant", ""), ("tool_result", "sent to bob")]
+    expected.append(("assistant", "mailed"))
+    assert texts(runtime.memory.history("s").messages) == expected
+    runtime.stop()
+    fresh = make_runtime().start_agent(KEY, model=ScriptedModel([]), tools=[send_mail])
+    assert texts(fresh.state().messages) == expected
+
+
+def test_another_agents_equal_message_is_not_taken_for_the_kept_prompt(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    runtime = make_runtime()
+    other = runtime.start_agent(("s", "other", 0), model=ScriptedModel(["hi", "theirs"]))
+    other.run("hello", timeout=10)  # the session is not empty when the agent restarts
+    same = UserMessage(content="question")  # an orchestrator sends one message to two agents
+    model = ScriptedModel([ScriptedTurn(text="never", delay=60), ScriptedTurn(text="answer")])
+    agent = runtime.start_agent(KEY, model=model, restart="transient")
+    agent.prompt(same)
+    wait_until(lambda: model.call_count == 1)
+    crashed = agent.ref
+    kill(crashed, "test crash")
+    wait_until(lambda: agent.ref is not crashed and agent.alive)
+    other.run(same, timeout=10)
+    agent.continue_run()
+    agent.wait_for_idle(timeout=10)
+    assert texts(agent.state().messages) == [
+        ("user", "hello"),
+        ("assistant", "hi"),
+        ("user", "question"),
+        ("assistant", "theirs"),
+        ("user", "question"),
+        ("assistant", "answer"),
+    ]

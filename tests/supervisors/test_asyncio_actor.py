@@ -440,3 +440,33 @@ def test_asyncio_children_of_a_stuck_loop_are_killed_within_their_shutdown(
         assert took < 3.0, took  # the batch's 0.2 s, then 0.2 s each: not the stuck loop's 10 s
     finally:
         unblocked.set()
+
+
+def test_asyncio_children_handle_what_their_inbox_held_before_a_supervisors_end_stops_them(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    dyn = DynamicSupervisor.start()
+    logs: list[list[Any]] = [[], [], []]
+    refs = [
+        dyn.start_child(
+            ChildSpec(f"c{i}", lambda log=log: Worker.start(log, loop=aio.loop), "temporary")
+        )
+        for i, log in enumerate(logs)
+    ]
+    unblocked = threading.Event()
+    aio.loop.call_soon_threadsafe(unblocked.wait, 10.0)  # mail piles up while the loop waits
+    for ref in refs:  # more than one drain's budget: some is still queued when the stop comes
+        for n in range(150):
+            ref.tell(n)
+    stopper = threading.Thread(target=dyn.stop, kwargs={"timeout": 10.0})
+    stopper.start()
+
+    def stop_queued() -> bool:  # the loop is held: its ready queue only grows meanwhile
+        ready = list(aio.loop._ready)  # type: ignore[attr-defined]
+        return any(getattr(h._callback, "__name__", "") == "stop_all" for h in ready)
+
+    wait_until(stop_queued, 5.0)  # queued behind the first drains, before the rest of the mail
+    unblocked.set()
+    stopper.join(10.0)
+    for log in logs:  # all its mail, then its stop: a stop message's place in the inbox
+        assert log[1:] == [*range(150), ("stopped", "actor-loop")]
