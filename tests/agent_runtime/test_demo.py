@@ -269,8 +269,12 @@ sys.exit(main(["demo", "--pace", {pace!r}]))
 def test_make_run_installs_the_package_without_extras_or_groups() -> None:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
+    # Not the variables of a make this test may run under (`make pytest-versions` runs the
+    # suite with VENV=.venv-3.12 given to make, which its children inherit in MAKEFLAGS).
+    inherited = {"MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL", "VENV", "PYTHON"}
+    env = {k: v for k, v in os.environ.items() if k not in inherited}
     done = subprocess.run(
-        ["make", "-n", "-B", "run"], cwd=ROOT, capture_output=True, text=True, timeout=30
+        ["make", "-n", "-B", "run"], cwd=ROOT, capture_output=True, text=True, timeout=30, env=env
     )
     installs = [line for line in done.stdout.splitlines() if "pip install" in line]
     assert installs == [".venv/bin/python -m pip install --quiet --disable-pip-version-check -e ."]
