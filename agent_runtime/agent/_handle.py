@@ -828,11 +828,11 @@ async def runs_in_flight(agents: Sequence[Agent[Any]]) -> list[LoopFuture[Event]
     for count, agent in enumerate(agents, 1):
         cell = agent._cell
         actor = cell.actor
-        pending: tuple[LoopFuture[Event], ...] = ()
+        pending: tuple[LoopFuture[Event], ...] | None = None
         if actor is not None:
             with contextlib.suppress(pykka.ActorDeadError, RuntimeError):  # gone meanwhile
                 pending = actor.handle_now(IdleWait())
-        if not pending:  # between incarnations (a restart): the cell knows its last run
+        if pending is None:  # between incarnations (a restart), or gone: the cell's last run
             run = cell.undelivered()
             pending = () if run is None else (run.outcome,)
         ends.extend(pending)
