@@ -36,9 +36,13 @@ from agent_runtime.agent._protocol import (
     HistoryLoaded,
     IdleWait,
     MergeSession,
+    ModeChanged,
     PromptRendered,
     PruneSubscriptions,
+    Pushed,
     Queued,
+    QueueKind,
+    QueuesChanged,
     Requeue,
     Reset,
     RunBroke,
@@ -50,13 +54,13 @@ from agent_runtime.agent._protocol import (
     StartRun,
     Steer,
     Subscribe,
-    TakeFollowUps,
-    TakeSteering,
     ToolEnded,
     ToolStarted,
     Unsubscribe,
+    WouldEnd,
 )
 from agent_runtime.agent._run import AgentRun
+from agent_runtime.agent._run_queues import RunQueues
 from agent_runtime.agent._session_sync import SessionMirror
 from agent_runtime.agent._settings import loop_config
 from agent_runtime.agent._status import ActorStatus
@@ -86,9 +90,12 @@ class AgentActor(AsyncioActor):
       the caller; any other exception is returned to the caller and crashes the actor: the
       supervisor sees an abnormal exit with that reason, and the run it had ends with
       `Error("agent_crashed: ...")`.
-    - A run ends only when the actor, asked for follow-ups (`TakeFollowUps`), hands it none:
-      a follow-up that arrives after that waits in the queue for the next prompt, and no
-      run starts that nobody prompted.
+    - Steering and follow-ups queued while a run is on are pushed into the run's own queues
+      as they are handled; the run takes them at its boundaries without asking. What it did
+      not deliver comes back with its end, ahead of what was queued since.
+    - A run ends only when the actor, handling its `WouldEnd` after what its mailbox held,
+      has pushed it no follow-up: a follow-up that arrives after that waits in the queue for
+      the next prompt, and no run starts that nobody prompted.
     - The history a run starts from is an immutable snapshot; what the run commits comes
       back by message (`Committed`, `RunEnded`), in order.
     """
@@ -264,6 +271,10 @@ class AgentActor(AsyncioActor):
         options = cell.options
         model = self.host.model_for_run(self.key, self.model)  # Runtime.override_model
         config, per_run = loop_config(cell, model, msg.run_id, msg.trace_links, msg.output)
+        # What is queued goes to the run: it takes from its own queues from now on.
+        queues = RunQueues(
+            tuple(self.steering), tuple(self.follow_ups), self.steering_mode, self.follow_up_mode
+        )
         run = AgentRun(
             cell,
             self,
@@ -278,6 +289,7 @@ class AgentActor(AsyncioActor):
             config,
             per_run,
             self.mirror.sequence if self.mirror is not None else None,
+            queues,
             parked=parked,
             carried=self.unstored,
         )
@@ -288,6 +300,8 @@ class AgentActor(AsyncioActor):
         except RuntimeError as exc:  # the event loop is gone (the runtime stopped)
             cell.run_delivered(run)  # it never started: no end of it is to come
             raise AgentStopped(self.key) from exc
+        self.steering.clear()
+        self.follow_ups.clear()
         self.run = run
         self.pending_tool_calls = {}
         self.error = None
@@ -340,30 +354,12 @@ class AgentActor(AsyncioActor):
         if self._current(msg.run_id) is not None:
             self.pending_tool_calls.pop(msg.call_id, None)
 
-    def _on_take_steering(self, msg: TakeSteering) -> list[Queued]:
-        if self._current(msg.run_id) is None:
-            return []
-        return self._take(self.steering, self.steering_mode)
+    def _on_would_end(self, _msg: WouldEnd) -> None:
+        """Nothing to do: handled after the mailbox, whose follow-ups were pushed by then."""
 
-    def _on_take_follow_ups(self, msg: TakeFollowUps) -> list[Queued]:
-        run = self._current(msg.run_id)
-        if run is None:
-            return []
-        taken = self._take(self.follow_ups, self.follow_up_mode)
-        if not taken:  # the run ends: what comes from now on waits for the next prompt
-            run.ending = True
-        return taken
-
-    def _take(self, queue: list[Queued], mode: QueueMode) -> list[Queued]:
-        if not queue:
-            return []
-        if mode == "all":
-            taken = queue[:]
-            queue.clear()
-        else:
-            taken = [queue.pop(0)]
-        self._publish_status()
-        return taken
+    def _on_queues_changed(self, msg: QueuesChanged) -> None:
+        if self._current(msg.run_id) is not None:
+            self._publish_status()
 
     def _on_requeue(self, msg: Requeue) -> None:
         queue = self.steering if msg.kind == "steering" else self.follow_ups
@@ -374,6 +370,8 @@ class AgentActor(AsyncioActor):
         if self._current(msg.run_id) is None:
             return
         self._append(msg.dangling)
+        self.steering[:0] = msg.steering  # not delivered: ahead of what came since
+        self.follow_ups[:0] = msg.follow_ups
         if isinstance(msg.terminal, Error):
             self.error = msg.terminal.reason
         self.approvals.run_ended()
@@ -399,14 +397,19 @@ class AgentActor(AsyncioActor):
 
     def _on_steer(self, msg: Steer) -> None:
         self._check_alive()
-        self.steering.append(msg.queued)
-        self._publish_status()
+        self._push("steering", msg.queued)
 
     def _on_follow_up(self, msg: FollowUp) -> None:
         """Queue a follow-up: the running run takes it before it ends; an idle agent keeps it
         for the run the next prompt starts."""
         self._check_alive()
-        self.follow_ups.append(msg.queued)
+        self._push("follow_up", msg.queued)
+
+    def _push(self, kind: QueueKind, queued: Queued) -> None:
+        """To the running run's queues; kept here when idle or once the run has ended."""
+        run = self.run
+        if run is None or not run.deliver(Pushed(kind, queued)):
+            (self.steering if kind == "steering" else self.follow_ups).append(queued)
         self._publish_status()
 
     def _on_abort(self, msg: Abort) -> bool:
@@ -522,6 +525,8 @@ class AgentActor(AsyncioActor):
         else:
             self.follow_up_mode = msg.mode
             self._keep(follow_up_mode=msg.mode)
+        if self.run is not None:
+            self.run.deliver(ModeChanged(msg.kind, msg.mode))
 
     def _keep(self, **changes: Any) -> None:
         """Carry a `set_*` over to a restarted incarnation."""
@@ -559,11 +564,12 @@ class AgentActor(AsyncioActor):
         """Publish what `Runtime.tree()` shows of this agent: one reference swap, so its
         readers never wait for this actor."""
         run = self.run
+        steering, follow_ups = len(self.steering), len(self.follow_ups)
+        if run is not None:
+            steering += run.queues.count("steering")
+            follow_ups += run.queues.count("follow_up")
         self.cell.status = ActorStatus(
-            run.run_id if run is not None else None,
-            self.error,
-            len(self.steering),
-            len(self.follow_ups),
+            run.run_id if run is not None else None, self.error, steering, follow_ups
         )
 
     def _on_get_state(self, _msg: GetState) -> dict[str, Any]:
@@ -584,12 +590,18 @@ class AgentActor(AsyncioActor):
             "pending_tool_calls": list(self.pending_tool_calls),
             "pending_approvals": self.approvals.listing(),
             "error": self.error,
-            "steering_queue": [q.message for q in self.steering],
-            "follow_up_queue": [q.message for q in self.follow_ups],
+            "steering_queue": [q.message for q in self._queued("steering")],
+            "follow_up_queue": [q.message for q in self._queued("follow_up")],
             "steering_mode": self.steering_mode,
             "follow_up_mode": self.follow_up_mode,
             "subscriptions": len(self.cell.live_subscriptions()),
         }
+
+    def _queued(self, kind: QueueKind) -> tuple[Queued, ...]:
+        """The queue of `kind` in delivery order: the run's, then what came after its end."""
+        own = self.steering if kind == "steering" else self.follow_ups
+        run = self.run
+        return (*run.queued(kind), *own) if run is not None else tuple(own)
 
 
 def _exited(cell: AgentCell, actor: AgentActor, _ref: Any, reason: ExitReason) -> None:
@@ -613,8 +625,8 @@ _HANDLERS: dict[type, Handler] = {
     Subscribe: AgentActor._on_subscribe,
     Unsubscribe: AgentActor._on_unsubscribe,
     PruneSubscriptions: AgentActor._on_prune,
-    TakeSteering: AgentActor._on_take_steering,
-    TakeFollowUps: AgentActor._on_take_follow_ups,
+    WouldEnd: AgentActor._on_would_end,
+    QueuesChanged: AgentActor._on_queues_changed,
     MergeSession: AgentActor._on_merge_session,
     Committed: AgentActor._on_committed,
     ToolStarted: AgentActor._on_tool_started,

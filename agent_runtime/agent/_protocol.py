@@ -138,22 +138,41 @@ class PruneSubscriptions:
     """A subscription was collected: drop the dead references."""
 
 
+# -- from the actor to its run ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pushed:
+    """A steering message or follow-up the actor took while the run is on: the run's now."""
+
+    kind: QueueKind
+    queued: Queued
+
+
+@dataclass(frozen=True, slots=True)
+class ModeChanged:
+    """`set_steering_mode` / `set_follow_up_mode` while the run is on."""
+
+    kind: QueueKind
+    mode: QueueMode
+
+
 # -- from the agent's run ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class TakeSteering:
-    """The run is at a tool boundary or after an answer: answered with the steering to
-    deliver now (per the steering mode) and the system prompt the run goes on with."""
+class WouldEnd:
+    """The run has no follow-up and would end: handled at once, after what the actor's
+    mailbox held (a follow-up in it is pushed to the run first). If the run still has none
+    then, it ends: a follow-up the actor takes from then on waits for the next prompt."""
 
     run_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class TakeFollowUps:
-    """The run would end: answered with the follow-ups to deliver (per the follow-up mode).
-    An empty answer ends the run for the actor: what is queued from then on waits for the
-    next prompt."""
+class QueuesChanged:
+    """The run took queued messages to deliver, or put some back: the actor republishes its
+    queue counts."""
 
     run_id: str
 
@@ -207,8 +226,8 @@ class ApprovalWithdrawn:
 
 @dataclass(frozen=True, slots=True)
 class Requeue:
-    """Messages the run took and could not deliver (abort, tool-turn limit): queued again,
-    first."""
+    """Messages the run took and could not deliver, handed back after its queues closed
+    (the loop's clean-up after the end): queued again, first."""
 
     run_id: str
     kind: QueueKind
@@ -218,11 +237,14 @@ class Requeue:
 @dataclass(frozen=True, slots=True)
 class RunEnded:
     """The run's end, told before its terminal event is delivered; `dangling` are the
-    results that pair calls the run left unanswered."""
+    results that pair calls the run left unanswered; `steering` and `follow_ups` what its
+    queues had not delivered (queued again, first)."""
 
     run_id: str
     terminal: Event
     dangling: tuple[Message, ...]
+    steering: tuple[Queued, ...] = ()
+    follow_ups: tuple[Queued, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

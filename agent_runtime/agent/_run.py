@@ -2,10 +2,11 @@
 
 The run iterates the stateless loop, hands its events to the subscriptions (whose
 backpressure paces it), commits its turns to session memory, and talks to its actor, which
-lives on the same loop, only by messages (`_protocol`): the facts it reports are `tell`s,
-the questions it must have answered before it goes on (the steering to deliver now, the
-follow-ups when it would end, the merged history at its start) are handled at once by the
-actor (`handle_now`), after whatever the actor's mailbox held before (mailbox order).
+lives on the same loop, only by messages (`_protocol`): the facts it reports are `tell`s;
+the steering and follow-ups it delivers are in its own queues (`RunQueues`), which the
+actor pushes into; what it must have handled before it goes on (that it would end, the
+merged history at its start) is handled at once by the actor (`handle_now`), after
+whatever the actor's mailbox held before (mailbox order).
 """
 
 from __future__ import annotations
@@ -27,17 +28,20 @@ from agent_runtime.agent._protocol import (
     CarriedStored,
     Committed,
     MergeSession,
+    ModeChanged,
     PromptRendered,
+    Pushed,
     Queued,
     QueueKind,
+    QueuesChanged,
     Requeue,
     RunBroke,
     RunEnded,
-    TakeFollowUps,
-    TakeSteering,
     ToolEnded,
     ToolStarted,
+    WouldEnd,
 )
+from agent_runtime.agent._run_queues import RunQueues
 from agent_runtime.agent._status import Phase, RunProgress
 from agent_runtime.agent._storage import forget_prompt, prepare_run
 from agent_runtime.events import (
@@ -112,6 +116,7 @@ class AgentRun:
         config: LoopConfig,
         config_update: dict[str, Any],
         since: int | None,
+        queues: RunQueues,
         parked: Any = None,
         carried: tuple[Message, ...] = (),
     ) -> None:
@@ -128,6 +133,7 @@ class AgentRun:
         self.config = config  # the agent's settings; `config_update` holds the run's values
         self.config_update = config_update
         self.since = since  # the session sequence the actor's history reflects (None: no read)
+        self.queues = queues  # steering and follow-ups to deliver, pushed by the actor
         self.writer = cell.host.memory_writer if cell.options.memory.write else None
         # The history's kept prompt of a crashed incarnation, not in session memory yet: it
         # goes to memory first in the run's first batch (its place in the history), and its
@@ -140,7 +146,6 @@ class AgentRun:
         self.terminal: Event | None = None
         self.settled = False
         self.crashed: str | None = None  # the actor crashed during the run
-        self.ending = False  # the actor handed it no follow-up: it ends (the actor's to set)
         self.start_error: BaseException | None = None  # why it ended before its loop began
         # The latest MessageStart/MessageUpdate of the answer streaming now (its message is
         # made only when someone asks: state()).
@@ -191,27 +196,51 @@ class AgentRun:
         except pykka.ActorDeadError:
             return None
 
-    def _take(self, message: TakeSteering | TakeFollowUps) -> list[Message]:
-        taken: list[Queued] | None = self._ask_now(message)
+    def deliver(self, message: Pushed | ModeChanged) -> bool:
+        """A push from the actor into the run's queues; False once the run has handed back
+        what it did not deliver (the actor keeps the message)."""
+        return self.queues.deliver(message)
+
+    def queued(self, kind: QueueKind) -> tuple[Queued, ...]:
+        """What the run's queue of `kind` holds, not delivered yet (for `state()`)."""
+        return self.queues.queued(kind)
+
+    def _take(self, kind: QueueKind) -> list[Message]:
+        taken = self.queues.take(kind)
         if not taken:
             return []
         for item in taken:
             self.taken[id(item.message)] = item
             if item.system_prompt is not None:
                 self.system_prompt = item.system_prompt
+        self._tell(QueuesChanged(self.run_id))
         return [item.message for item in taken]
 
     def take_steering(self) -> list[Message]:
-        """For `LoopConfig.get_steering_messages`."""
-        return self._take(TakeSteering(self.run_id))
+        """For `LoopConfig.get_steering_messages`: from the run's own queue, no hop."""
+        return self._take("steering")
 
     def take_follow_ups(self) -> list[Message]:
-        """For `LoopConfig.get_follow_up_messages`: none ends the run for the actor."""
-        return self._take(TakeFollowUps(self.run_id))
+        """For `LoopConfig.get_follow_up_messages`. With none queued the run would end: the
+        actor first handles what its mailbox holds (a follow-up in it is pushed here), and
+        the run ends only if it still has none then."""
+        taken = self._take("follow_up")
+        if taken or self.crashed is not None:
+            return taken
+        self._ask_now(WouldEnd(self.run_id))
+        return self._take("follow_up")
 
     def _requeue(self, kind: QueueKind, messages: list[Message]) -> None:
         queued = tuple(self.taken.pop(id(m), Queued(m)) for m in messages)
-        self._tell(Requeue(self.run_id, kind, queued))
+        if self.queues.requeue(kind, queued):
+            self._tell(QueuesChanged(self.run_id))
+        else:  # the run's end handed its queues back already: the actor takes these too
+            self._tell(Requeue(self.run_id, kind, queued))
+
+    def _ended(self, terminal: Event, dangling: tuple[Message, ...]) -> None:
+        """Tell the actor the run's end, with what its queues did not deliver."""
+        steering, follow_ups = self.queues.close()
+        self._tell(RunEnded(self.run_id, terminal, dangling, steering, follow_ups))
 
     def current_system_prompt(self) -> str:
         """For `LoopConfig.get_system_prompt`."""
@@ -335,7 +364,7 @@ class AgentRun:
     async def _end_early(self, terminal: Event) -> None:
         """End a run whose loop never began: its prompt was not delivered, so it goes back."""
         self.terminal = terminal
-        self._tell(RunEnded(self.run_id, terminal, ()))
+        self._ended(terminal, ())
         behind = self._hand_out(terminal, True)
         if behind is not None:
             await behind
@@ -385,7 +414,7 @@ class AgentRun:
             self.terminal = Error(
                 agent=self.cell.key, run_id=self.run_id, seq=self.last_seq + 1, reason=reason
             )
-            self._tell(RunEnded(self.run_id, self.terminal, tuple(dangling)))
+            self._ended(self.terminal, tuple(dangling))
             self.cell.push_now(self.terminal)
             self.signal.abort(reason)  # for its sync tools still running in their threads
         self._settle()
@@ -487,13 +516,13 @@ class AgentRun:
         self.terminal = terminal
         self.running_tools.clear()
         self._progress("ending")
-        self._tell(RunEnded(self.run_id, terminal, tuple(dangling)))
+        self._ended(terminal, tuple(dangling))
         return terminal
 
     def _stopped_mid_run(self) -> None:
         """The stopping runtime cancelled this run: end it without waiting."""
         self.terminal = Canceled(agent=self.cell.key, run_id=self.run_id, reason="runtime_stopped")
-        self._tell(RunEnded(self.run_id, self.terminal, ()))
+        self._ended(self.terminal, ())
         self.cell.push_now(self.terminal)
 
     def _settle(self) -> None:

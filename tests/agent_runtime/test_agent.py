@@ -28,7 +28,7 @@ from agent_runtime import (
 )
 from agent_runtime.agent import _actor
 from agent_runtime.agent._cell import AgentCell
-from agent_runtime.agent._protocol import TakeFollowUps
+from agent_runtime.agent._protocol import WouldEnd
 from agent_runtime.agent._run import AgentRun
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import (
@@ -467,20 +467,21 @@ def test_a_follow_up_mode_switch_mid_run_applies_at_the_next_consumption(
 def test_a_follow_up_that_misses_the_runs_last_look_waits_for_the_next_prompt(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The run asked for follow-ups and got none: it ends. One that arrives right then (sent
-    # from the actor's own loop, the tightest schedule there is) starts no run of its own,
-    # and wait_for_idle() returns with it queued; the next prompt's run takes it.
+    # The run had no follow-up and its actor, handling its WouldEnd, pushed it none: it
+    # ends. One that arrives right then (sent from the actor's own loop, the tightest
+    # schedule there is) starts no run of its own, and wait_for_idle() returns with it
+    # queued; the next prompt's run takes it.
     model = ScriptedModel(["first", "second", "third"])
     agent = runtime.start_agent(("s", "main", 0), model=model)
-    take = _actor._HANDLERS[TakeFollowUps]
+    would_end = _actor._HANDLERS[WouldEnd]
 
-    def last_look_then_late(actor: Any, message: TakeFollowUps) -> Any:
-        taken = take(actor, message)
-        if not taken and model.call_count == 1:
+    def last_look_then_late(actor: Any, message: WouldEnd) -> Any:
+        answer = would_end(actor, message)
+        if model.call_count == 1:
             actor.actor_ref.tell(_actor.FollowUp(_actor.Queued(UserMessage(content="late"))))
-        return taken
+        return answer
 
-    monkeypatch.setitem(_actor._HANDLERS, TakeFollowUps, last_look_then_late)
+    monkeypatch.setitem(_actor._HANDLERS, WouldEnd, last_look_then_late)
     agent.run("go", timeout=5)
     agent.wait_for_idle(timeout=5)
     state = agent.state()

@@ -625,6 +625,42 @@ def test_steering_handed_back_keeps_its_system_prompt(runtime: Runtime) -> None:
     assert [r.system for r in model.requests] == ["own", "A"]
 
 
+def test_what_a_run_did_not_deliver_comes_back_ahead_of_what_was_queued_after_it(
+    runtime: Runtime,
+) -> None:
+    gate = threading.Event()
+
+    @tool
+    def wait_here() -> str:
+        """Waits for the gate."""
+        gate.wait(5)
+        return "done"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[call("w1", "wait_here")]), "b", "c", "d"])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[wait_here])
+    agent.prompt("go")
+    wait_until(lambda: agent.state().pending_tool_calls == ["w1"])
+    agent.steer("s1")
+    agent.follow_up("f1")
+    state = agent.state()  # queued with the run, and shown while it is on
+    assert texts(state.steering_queue) == ["s1"] and texts(state.follow_up_queue) == ["f1"]
+    tree = runtime.tree().agent(("s", "main", 0))
+    assert tree is not None and (tree.steering_queue, tree.follow_up_queue) == (1, 1)
+    agent.abort()
+    gate.set()
+    agent.wait_for_idle(timeout=5)
+    agent.steer("s2")
+    agent.follow_up("f2")
+    state = agent.state()
+    assert texts(state.steering_queue) == ["s1", "s2"]
+    assert texts(state.follow_up_queue) == ["f1", "f2"]
+    agent.set_steering_mode("all")
+    agent.run("next", timeout=5)  # both steering messages before its first call, then f1, f2
+    assert texts(model.requests[1].messages)[-3:] == ["next", "s1", "s2"]
+    assert texts(agent.state().messages)[-8:] == ["next", "s1", "s2", "b", "f1", "c", "f2", "d"]
+    assert agent.state().follow_up_queue == [] == agent.state().steering_queue
+
+
 def test_blocking_calls_from_the_event_loop_refuse_before_doing_anything(
     runtime: Runtime,
 ) -> None:
