@@ -433,10 +433,12 @@ def test_a_run_in_flight_leaves_few_objects_for_the_garbage_collector() -> None:
 def test_per_token_events_keep_their_own_fields_set_when_copied_or_read() -> None:
     first = MessageUpdate.deferred(lambda: _message("h"), MessageDelta.of("text", 0, "h"))
     second = MessageUpdate.deferred(lambda: _message("he"), MessageDelta.of("text", 0, "e"))
-    assert first.message.text == "h"  # materialised: "message" is now set on it alone
-    assert "message" in first.model_fields_set and "message" not in second.model_fields_set
+    assert first.message.text == "h"
+    # Like a validated update, read or not (a required field: always set to its readers).
+    assert "message" in first.model_fields_set and "message" in second.model_fields_set
     copied = second.delta.model_copy(update={"delta": "x"})
     assert copied.delta == "x" and second.delta.delta == "e"
     assert second.model_copy(update={"seq": 9}).seq == 9 and second.seq == 0
-    assert second.model_fields_set == {"agent", "run_id", "seq", "ts", "delta"}
+    assert second.model_fields_set == {"agent", "run_id", "seq", "ts", "delta", "message"}
+    assert second.model_dump(exclude_unset=True)["message"]["content"][0]["text"] == "he"
     assert first.delta.model_fields_set == {"kind", "content_index", "delta"}
