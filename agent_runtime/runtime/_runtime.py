@@ -140,8 +140,9 @@ class Runtime:
         self.memory_writer = SessionWriter(self.memory, name=f"{name}.session-writer")
         self.subagents = Subagents(self, lambda: self.subagents_supervisor)
         self._model_overrides = ModelOverrides()
-        # One thread for astart_agent: a start is mostly CPU (options, the actor's thread, its
-        # on_start), and more threads would only contend with the host's loop for the GIL.
+        # One thread for astart_agent from a loop other than the runtime's: a start is mostly
+        # CPU, and more threads would only contend with the host's loop for the GIL. Made at
+        # its first use only: ThreadPoolExecutor starts no thread before a submit.
         self._starter = ThreadPoolExecutor(1, thread_name_prefix=f"{name}.starter")
         self._workflows: Workflows | None = None  # made at first use (`workflows`)
 
@@ -484,10 +485,17 @@ class Runtime:
         on_failure: Callable[[Exception], Any] | None = None,
         **agent_options: Unpack[AgentOptionsDict],
     ) -> Agent[Any]:
-        """`start_agent` for asyncio hosts: the start runs on a worker thread, so a burst of
-        starts (a request each) never holds the host's loop. Options, types and errors are
-        `start_agent`'s."""
+        """`start_agent` for asyncio hosts. On the runtime's own loop (a runtime started with
+        `Runtime.astart()`, or a tool's coroutine) the agent starts in place: no thread and no
+        hop, its history read on the session writer's threads while the loop goes on. From
+        another loop the start runs on a worker thread, so a burst of starts (a request each)
+        never holds the host's loop. Options, types and errors are `start_agent`'s."""
         loop = asyncio.get_running_loop()
+        tasks = self._loop_tasks
+        if tasks is not None and loop is tasks.loop and not self._stopped:
+            return await self.subagents.astart(
+                key, output_type=output_type, on_failure=on_failure, **agent_options
+            )
         start = functools.partial(
             self.start_agent,
             key,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, Unpack, overload
 
@@ -12,9 +14,10 @@ from agent_runtime._errors import AlreadyRegistered
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
 from agent_runtime.agent import Agent, AgentActor, AgentHost, AgentOptions, AgentOptionsDict
-from agent_runtime.agent._approvals import read_agent
+from agent_runtime.agent._approvals import ParkedTurn, read_agent
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.memory import MemoryPolicy
+from agent_runtime.messages import Message
 from supervisors import (
     ChildSpec,
     ChildStartError,
@@ -28,6 +31,11 @@ from supervisors._log import get_logger
 log = get_logger(__name__)
 
 OutputT = TypeVar("OutputT")
+
+# What an incarnation starts from: messages, the session's sequence, a turn parked waiting
+# for approvals, a kept prompt not yet stored (see `read_agent`).
+_History = tuple[tuple[Message, ...], int, ParkedTurn | None, tuple[Message, ...]]
+_NO_HISTORY: _History = ((), 0, None, ())
 
 
 class Subagents:
@@ -92,27 +100,61 @@ class Subagents:
             ValueError: an invalid key or option value.
             ConfigError: `model=` names no configured profile (the known ones named).
         """
-        given: dict[str, Any] = dict(options)
-        if output_type is not None:
-            given["output_type"] = output_type
-        if on_failure is not None:
-            given["on_failure"] = on_failure
+        given = _given(options, output_type, on_failure)
         return self._start(AgentKey.of(key), given, parent=None)
 
-    def _start(self, key: AgentKey, options: dict[str, Any], parent: AgentCell | None) -> Agent:
+    async def astart(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        output_type: Any = None,
+        on_failure: Callable[[Exception], Any] | None = None,
+        **options: Any,
+    ) -> Agent[Any]:
+        """`start`, awaited on the runtime's event loop (`Runtime.astart_agent` there): the
+        agent starts in place, its history read on the session writer's threads meanwhile,
+        so a burst of starts takes no thread and no hop. Errors are `start`'s.
+
+        Raises:
+            RuntimeError: not called on the runtime's loop.
+        """
+        if asyncio.get_running_loop() is not self._runtime.loop_tasks.loop:
+            raise RuntimeError("Subagents.astart() runs on the runtime's event loop only")
+        agent_key = AgentKey.of(key)
+        opts = self._options(agent_key, _given(options, output_type, on_failure))
+        history = _NO_HISTORY
+        if opts.memory.read:
+            writer = self._runtime.memory_writer
+            read = functools.partial(
+                read_agent, writer.memory, agent_key, opts.memory, "agent_restarted"
+            )
+            history = await asyncio.wrap_future(writer.submit(agent_key.session, read))
+        return self._launch(agent_key, opts, history, parent=None)
+
+    def _options(self, key: AgentKey, options: dict[str, Any]) -> AgentOptions:
+        holder = self._runtime.registry.lookup(key)
+        if holder is not None:
+            raise AlreadyRegistered(key, holder)
         runtime = self._runtime
+        return AgentOptions.build(runtime.config, options, tools=runtime.tools, role=key.role)
+
+    def _start(self, key: AgentKey, options: dict[str, Any], parent: AgentCell | None) -> Agent:
         refuse_on_loop(
             "Runtime.start_agent()",
             "`await runtime.astart_agent(...)` (in a tool: `await ctx.aspawn(...)`)",
         )
-        holder = runtime.registry.lookup(key)
-        if holder is not None:
-            raise AlreadyRegistered(key, holder)
-        opts = AgentOptions.build(runtime.config, options, tools=runtime.tools, role=key.role)
+        opts = self._options(key, options)
         # The history is read here, on the caller's thread: the actor takes it on its loop.
-        messages, sequence, parked, unstored = read_agent(
-            runtime.memory, key, opts.memory, "agent_restarted"
-        )
+        history = read_agent(self._runtime.memory, key, opts.memory, "agent_restarted")
+        return self._launch(key, opts, history, parent)
+
+    def _launch(
+        self, key: AgentKey, opts: AgentOptions, history: _History, parent: AgentCell | None
+    ) -> Agent:
+        """Start the actor of an agent whose options are built and history read, under the
+        `subagents` supervisor (on the loop's thread its `on_start` runs before this returns)."""
+        runtime = self._runtime
+        messages, sequence, parked, unstored = history
         loop = runtime.loop_tasks.loop
         cell = AgentCell(key, runtime, opts, parent, loop, (messages, sequence))
         cell.parked, cell.unstored = parked, unstored
@@ -215,3 +257,14 @@ class Subagents:
     def stop_all(self) -> int:
         """Stop every agent; returns how many were stopped."""
         return sum(1 for agent in self.list() if self.stop(agent))
+
+
+def _given(
+    options: Any, output_type: Any, on_failure: Callable[[Exception], Any] | None
+) -> dict[str, Any]:
+    given: dict[str, Any] = dict(options)
+    if output_type is not None:
+        given["output_type"] = output_type
+    if on_failure is not None:
+        given["on_failure"] = on_failure
+    return given
