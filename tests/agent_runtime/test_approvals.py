@@ -6,7 +6,6 @@ import asyncio
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,6 @@ from agent_runtime.tools import Tool, ToolContext, tool
 from supervisors import kill
 
 KEY = ("s", "main", 0)
-
-
-@pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with Runtime.start(RuntimeConfig()) as rt:
-        yield rt
 
 
 def call(call_id: str, name: str, **arguments: object) -> ToolCall:

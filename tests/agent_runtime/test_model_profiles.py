@@ -6,23 +6,21 @@ unknown name is a ConfigError naming the known ones."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
 from agent_runtime import ConfigError, Runtime
-from agent_runtime.config import FallbackPoolConfig, LLMConfig, MemoryConfig, RuntimeConfig
+from agent_runtime.config import FallbackPoolConfig, LLMConfig, MemoryConfig
 from agent_runtime.testing import ScriptedModel
 
 KNOWN = r"\(configured profiles: anthropic, gemini, local, openai, scripted, twice\)"
 
 
 @pytest.fixture
-def runtime() -> Iterator[Runtime]:
+def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
     pools = {"twice": FallbackPoolConfig(members=["scripted"])}
-    config = RuntimeConfig(memory=MemoryConfig(store="memory"), llm=LLMConfig(pools=pools))
-    with Runtime.start(config) as rt:
-        yield rt
+    return make_runtime(memory=MemoryConfig(store="memory"), llm=LLMConfig(pools=pools))
 
 
 def test_start_agent_takes_a_profile_name(runtime: Runtime) -> None:
