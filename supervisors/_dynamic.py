@@ -305,19 +305,34 @@ class DynamicSupervisor(SupervisorHandle):
         Raises:
             SupervisorStopped: the supervisor has stopped (it stopped its children).
         """
+        stopped = self.terminate_temporary(ref)
+        if stopped is not None:
+            return stopped
+        actor = self._actor()
+        return self._call(lambda: actor.remove(ref), timeout=None)
+
+    def terminate_temporary(self, ref: pykka.ActorRef[Any]) -> bool | None:
+        """`terminate_child` of a temporary child its caller started, on the calling thread
+        with no call to the supervisor's thread: on the event loop of an `AsyncioActor` child
+        the child stops in place (its `on_stop` runs now), so a coroutine there can stop it
+        without blocking its loop. None when `ref` is no such child (then `terminate_child`
+        asks the supervisor's thread).
+
+        Raises:
+            SupervisorStopped: as `terminate_child`.
+        """
         actor = self._actor()
         roster = actor.roster
         with roster.lock:
             if roster.closed:
                 raise self._stopped()
             child = roster.by_caller.get(ref)
-            if child is not None:
-                if not ref.is_alive():
-                    return False
-                del roster.by_caller[ref]
-                roster.in_flight += 1
-        if child is None:
-            return self._call(lambda: actor.remove(ref), timeout=None)
+            if child is None:
+                return None
+            if not ref.is_alive():
+                return False
+            del roster.by_caller[ref]
+            roster.in_flight += 1
         try:
             actor.unwatch(child)  # its exit is no crash
             shutdown_child(child.spec.id, ref, child.spec.shutdown)

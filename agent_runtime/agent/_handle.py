@@ -773,8 +773,11 @@ class Agent(Generic[OutputT]):
         self._cell.host.stop_agent(self)
 
     async def astop(self) -> None:
-        """`stop` for asyncio callers: it runs on a worker thread, the loop goes on."""
-        await asyncio.to_thread(self.stop)
+        """`stop` for asyncio callers. On the runtime's own loop (a runtime started with
+        `Runtime.astart()`, or a tool's coroutine) the agent stops in place, its spawned
+        subagents first: no thread, no hop, and nothing waited for (its run is aborted, as
+        by `stop`). From another loop `stop` runs on a worker thread, and that loop goes on."""
+        await self._cell.host.astop_agent(self)
 
     def __repr__(self) -> str:
         return f"<Agent {tuple(self.key)} alive={self.alive}>"

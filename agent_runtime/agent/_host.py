@@ -49,6 +49,10 @@ class AgentHost(LoopHost, Protocol):
         """Stop `agent` (an Agent) and its subagents."""
         ...
 
+    async def astop_agent(self, agent: Any) -> bool:
+        """`stop_agent` awaited: in place on the runtime's loop, else on a worker thread."""
+        ...
+
     def model_for_run(self, key: AgentKey, model: ChatModel) -> ChatModel:
         """The model a run of the agent under `key` starts with (`model` unless overridden)."""
         ...

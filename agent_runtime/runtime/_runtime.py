@@ -527,6 +527,15 @@ class Runtime:
         """Stop `agent` and its spawned subagents (same as `runtime.subagents.stop`)."""
         return self.subagents.stop(agent)
 
+    async def astop_agent(self, agent: Agent) -> bool:
+        """`stop_agent` for asyncio hosts (`Agent.astop`). On the runtime's own loop the
+        agent stops in place: no thread and no hop. From another loop the stop runs on a
+        worker thread, and that loop goes on."""
+        tasks = self._loop_tasks
+        if tasks is not None and asyncio.get_running_loop() is tasks.loop and not self._stopped:
+            return await self.subagents.astop(agent)
+        return await asyncio.to_thread(self.stop_agent, agent)
+
     @contextlib.contextmanager
     def override_model(self, agent_or_role: Agent | str, model: ChatModel | str) -> Iterator[None]:
         """For tests: inside the block, `agent_or_role` runs with `model` instead of its own.

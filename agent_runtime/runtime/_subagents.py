@@ -240,6 +240,29 @@ class Subagents:
             cell.on_loop(lambda: cell.end("agent_stopped"))
         return stopped
 
+    async def astop(self, agent_or_key: Agent | AgentKey | tuple[str, str, int]) -> bool:
+        """`stop`, awaited on the runtime's event loop (`Agent.astop` there): the agent's
+        actor stops in place, its spawned subagents first, with no thread and no wait (its
+        run is aborted and ends on the loop afterwards, as after `stop`).
+
+        Raises:
+            RuntimeError: not called on the runtime's loop.
+        """
+        if asyncio.get_running_loop() is not self._runtime.loop_tasks.loop:
+            raise RuntimeError("Subagents.astop() runs on the runtime's event loop only")
+        agent = self._resolve(agent_or_key)
+        if agent is None:
+            return False
+        cell = agent._cell
+        for child in sorted(cell.children, key=lambda c: c.key):
+            if isinstance(child.handle, Agent):
+                await self.astop(child.handle)
+        ref = cell.child_ref
+        # An agent is a temporary child its caller started: none left (None) means stopped.
+        stopped = ref is not None and bool(self._supervisor().terminate_temporary(ref))
+        cell.end("agent_stopped")  # idempotent: a normal exit may have ended it already
+        return stopped
+
     def _resolve(self, agent_or_key: Agent | AgentKey | tuple[str, str, int]) -> Agent | None:
         if isinstance(agent_or_key, Agent):
             return agent_or_key

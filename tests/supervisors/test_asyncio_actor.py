@@ -352,6 +352,31 @@ def test_a_dynamic_supervisor_starts_and_stops_asyncio_children_on_the_loop(
         dyn.stop(timeout=5.0)
 
 
+def test_terminate_temporary_stops_a_child_in_place_and_leaves_others_to_terminate_child(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    dyn = DynamicSupervisor.start()
+    log: list[Any] = []
+    try:
+        permanent = ChildSpec("p", lambda: Worker.start(loop=aio.loop), restart="permanent")
+        kept = dyn.start_child(permanent)  # started by the supervisor's thread
+
+        async def on_the_loop() -> list[Any]:
+            temp = ChildSpec("t", lambda: Worker.start(log), restart="temporary")
+            ref = dyn.start_child(temp)
+            stopped = dyn.terminate_temporary(ref)
+            alive_after = ref.is_alive()  # in place: stopped before the call returned
+            again = dyn.terminate_temporary(ref)  # no longer a child
+            other = dyn.terminate_temporary(kept)  # not a caller's temporary child
+            return [stopped, alive_after, again, other, kept.is_alive()]
+
+        assert on_loop(aio, on_the_loop()) == [True, False, None, None, True]
+        assert ("stopped", "actor-loop") in log
+        assert dyn.count_children().active == 1
+    finally:
+        dyn.stop(timeout=5.0)
+
+
 def test_a_supervisor_on_the_loop_supervises_asyncio_children_without_a_thread(
     aio: AsyncTaskSupervisor,
 ) -> None:
