@@ -403,6 +403,24 @@ def spawn_stop(n: int) -> list[float]:
         return samples
 
 
+def spawn_stop_in_place(n: int) -> list[float]:
+    """`spawn_stop` with the async API on the runtime's own loop (`Runtime.astart()`):
+    `await astart_agent(...)` then `await agent.astop()`, both in place, no thread."""
+
+    async def go() -> list[float]:
+        async with Runtime.astart(config()) as rt:
+            model = ScriptedModel()
+            samples = []
+            for i in range(n):
+                started = time.perf_counter()
+                agent = await rt.astart_agent(("bench", "spawn", i), model=model, memory=NONE)
+                await agent.astop()
+                samples.append(time.perf_counter() - started)
+            return samples
+
+    return asyncio.run(go())
+
+
 def abort_latency(n: int) -> list[float]:
     """From `abort()` of a run whose provider stream hangs to its `Canceled` at a reader."""
     with Runtime.start(config()) as rt:
@@ -454,6 +472,38 @@ def many_idle_agents(n: int) -> dict[str, float]:
         rt.stop(timeout=120)
         stop = time.perf_counter() - started
     return {"start": start, "state": state, "stop": stop, "rss": rss, "threads": added}
+
+
+def many_idle_agents_in_place(n: int) -> dict[str, float]:
+    """`many_idle_agents` with the async API on the runtime's own loop (`Runtime.astart()`):
+    each agent started in place by `await astart_agent(...)`, asked its `state()` there,
+    then the runtime stopped (`astop`): seconds for each, and the threads the agents added."""
+    cfg = config().model_copy(
+        update={"supervision": config().supervision.model_copy(update={"max_agents": n + 10})}
+    )
+
+    async def go() -> dict[str, float]:
+        rt = await Runtime.astart(cfg)
+        model = ScriptedModel()
+        gc.collect()
+        threads = threading.active_count()
+        started = time.perf_counter()
+        agents = [
+            await rt.astart_agent(("bench", "many", i), model=model, memory=NONE) for i in range(n)
+        ]
+        start = time.perf_counter() - started
+        added = threading.active_count() - threads
+        started = time.perf_counter()
+        for agent in agents:
+            agent.state()
+        state = time.perf_counter() - started
+        del agents
+        started = time.perf_counter()
+        await rt.astop(timeout=120)
+        stop = time.perf_counter() - started
+        return {"start": start, "state": state, "stop": stop, "threads": added}
+
+    return asyncio.run(go())
 
 
 def cpu_per_text_turn(n: int) -> float:
