@@ -23,10 +23,17 @@ class _Entry(Generic[V]):
     value: V
     metadata: dict[str, Any]
     ref: pykka.ActorRef[Any] | None
+    key: AgentKey
+    table: AgentRegistry[V] = field(repr=False)
     watch: Monitor | None = field(default=None, repr=False)
 
     def live(self) -> bool:
         return self.ref is None or self.ref.is_alive()
+
+    def exited(self, _ref: pykka.ActorRef[Any], _reason: object) -> None:
+        """The monitor's callback (a bound method: one object per agent for the cyclic
+        collector to walk, where a closure took five): the entry goes, unless replaced."""
+        self.table._drop(self.key, self)
 
 
 class AgentRegistry(Generic[V]):
@@ -62,7 +69,7 @@ class AgentRegistry(Generic[V]):
             ValueError: the key is invalid.
         """
         agent_key = AgentKey.of(key)
-        entry = _Entry(value, dict(metadata or {}), ref)
+        entry = _Entry(value, dict(metadata or {}), ref, agent_key, self)
         with self._lock:
             current = self._entries.get(agent_key)
             if current is not None and current.live():
@@ -72,7 +79,7 @@ class AgentRegistry(Generic[V]):
             current.watch.cancel()
         if ref is not None:
             # Registered before the monitor, so an actor that is already dead is removed at once.
-            entry.watch = monitor(ref, lambda _ref, _reason: self._drop(agent_key, entry))
+            entry.watch = monitor(ref, entry.exited)
         return agent_key
 
     def _drop(self, key: AgentKey, entry: _Entry[V]) -> None:
