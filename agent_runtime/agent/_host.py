@@ -45,6 +45,10 @@ class AgentHost(LoopHost, Protocol):
         """Start a subagent of `parent` (an Agent) in its session; returns its Agent."""
         ...
 
+    async def aspawn_subagent(self, parent: Any, role: str, options: dict[str, Any]) -> Any:
+        """`spawn_subagent` awaited: in place on the runtime's loop, else on a worker thread."""
+        ...
+
     def stop_agent(self, agent: Any) -> bool:
         """Stop `agent` (an Agent) and its subagents."""
         ...

@@ -38,11 +38,6 @@ def _settings(cell: AgentCell, model: ChatModel) -> LoopConfig:
         return config
     level = options.thinking_level
     host = cell.host
-
-    def spawn(role: str, **spawn_options: Any) -> Any:
-        # `ToolContext.spawn`, called by the run's tools (on a tool_tasks thread).
-        return host.spawn_subagent(cell.handle, role, spawn_options)
-
     config = LoopConfig(
         model,
         max_tool_concurrency=options.max_tool_concurrency,
@@ -55,7 +50,7 @@ def _settings(cell: AgentCell, model: ChatModel) -> LoopConfig:
         temperature=options.temperature,
         max_output_tokens=options.max_output_tokens,
         transform_context=options.context_transform,
-        spawner=spawn,
+        spawner=_Spawner(cell),
         reasoning=None if level == "off" else level,
         agent=cell.key,
         runtime=host,
@@ -65,3 +60,20 @@ def _settings(cell: AgentCell, model: ChatModel) -> LoopConfig:
     )
     cell.loop_settings = (options, model, config)
     return config
+
+
+class _Spawner:
+    """`ToolContext.spawn` of the run's tools: a subagent of the agent of `cell`, called on
+    a tool_tasks thread; `aspawn` is `ToolContext.aspawn`, awaited on the runtime's loop,
+    where the subagent starts in place."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: AgentCell) -> None:
+        self.cell = cell
+
+    def __call__(self, role: str, **options: Any) -> Any:
+        return self.cell.host.spawn_subagent(self.cell.handle, role, options)
+
+    async def aspawn(self, role: str, **options: Any) -> Any:
+        return await self.cell.host.aspawn_subagent(self.cell.handle, role, options)

@@ -511,6 +511,14 @@ class Runtime:
         the parent's session, stopped with the parent."""
         return self.subagents.spawn(parent, role, options)
 
+    async def aspawn_subagent(self, parent: Agent, role: str, options: dict[str, Any]) -> Agent:
+        """`spawn_subagent` awaited (`ToolContext.aspawn`): in place on the runtime's own
+        loop, no thread and no hop; from another loop on a worker thread."""
+        tasks = self._loop_tasks
+        if tasks is not None and asyncio.get_running_loop() is tasks.loop and not self._stopped:
+            return await self.subagents.aspawn(parent, role, options)
+        return await asyncio.to_thread(self.spawn_subagent, parent, role, options)
+
     def _runs_in_flight(self, deadline: float) -> list[LoopFuture[Any]]:
         """The outcomes of the runs whose end is still to be delivered, gathered on the loop
         in one hop (none when the loop is gone or does not answer by `deadline`)."""

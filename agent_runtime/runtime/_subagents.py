@@ -118,18 +118,26 @@ class Subagents:
         Raises:
             RuntimeError: not called on the runtime's loop.
         """
+        self._check_on_loop("Subagents.astart()")
+        given = _given(options, output_type, on_failure)
+        return await self._astart(AgentKey.of(key), given, parent=None)
+
+    def _check_on_loop(self, what: str) -> None:
         if asyncio.get_running_loop() is not self._runtime.loop_tasks.loop:
-            raise RuntimeError("Subagents.astart() runs on the runtime's event loop only")
-        agent_key = AgentKey.of(key)
-        opts = self._options(agent_key, _given(options, output_type, on_failure))
+            raise RuntimeError(f"{what} runs on the runtime's event loop only")
+
+    async def _astart(
+        self, key: AgentKey, options: dict[str, Any], parent: AgentCell | None
+    ) -> Agent:
+        """`_start` in place on the runtime's loop: the history is read on the session
+        writer's threads while the loop goes on."""
+        opts = self._options(key, options)
         history = _NO_HISTORY
         if opts.memory.read:
             writer = self._runtime.memory_writer
-            read = functools.partial(
-                read_agent, writer.memory, agent_key, opts.memory, "agent_restarted"
-            )
-            history = await asyncio.wrap_future(writer.submit(agent_key.session, read))
-        return self._launch(agent_key, opts, history, parent=None)
+            read = functools.partial(read_agent, writer.memory, key, opts.memory, "agent_restarted")
+            history = await asyncio.wrap_future(writer.submit(key.session, read))
+        return self._launch(key, opts, history, parent)
 
     def _options(self, key: AgentKey, options: dict[str, Any]) -> AgentOptions:
         holder = self._runtime.registry.lookup(key)
@@ -212,14 +220,28 @@ class Subagents:
     def spawn(self, parent: Agent, role: str, options: dict[str, Any]) -> Agent:
         """`ToolContext.spawn` for tools of `parent`: the next free index of `role` in the
         parent's session, tied to the parent (stopped with it)."""
-        # A spawned subagent works from the task it is given, not from the whole session's
-        # history, and its scratch work stays out of the session unless asked for.
-        options = {"memory": MemoryPolicy.none(), **options}
+        options = _spawned(options)
         session = parent.key.session
-        for _ in range(100):
+        for _ in range(SPAWN_ATTEMPTS):
             index = self._runtime.registry.next_index(session, role)
             with contextlib.suppress(AlreadyRegistered):
                 return self._start(AgentKey(session, role, index), options, parent=parent._cell)
+        raise AlreadyRegistered(AgentKey(session, role, -1), None)
+
+    async def aspawn(self, parent: Agent, role: str, options: dict[str, Any]) -> Agent:
+        """`spawn`, awaited on the runtime's event loop (`ToolContext.aspawn` in an `async
+        def` tool): the subagent starts in place, as `astart` starts an agent.
+
+        Raises:
+            RuntimeError: not called on the runtime's loop.
+        """
+        self._check_on_loop("Subagents.aspawn()")
+        options = _spawned(options)
+        session = parent.key.session
+        for _ in range(SPAWN_ATTEMPTS):
+            key = AgentKey(session, role, self._runtime.registry.next_index(session, role))
+            with contextlib.suppress(AlreadyRegistered):
+                return await self._astart(key, options, parent=parent._cell)
         raise AlreadyRegistered(AgentKey(session, role, -1), None)
 
     def stop(self, agent_or_key: Agent | AgentKey | tuple[str, str, int]) -> bool:
@@ -246,8 +268,7 @@ class Subagents:
         Raises:
             RuntimeError: not called on the runtime's loop.
         """
-        if asyncio.get_running_loop() is not self._runtime.loop_tasks.loop:
-            raise RuntimeError("Subagents.astop() runs on the runtime's event loop only")
+        self._check_on_loop("Subagents.astop()")
         agent = self._resolve(agent_or_key)
         if agent is None:
             return False
@@ -278,6 +299,16 @@ class Subagents:
     def stop_all(self) -> int:
         """Stop every agent; returns how many were stopped."""
         return sum(1 for agent in self.list() if self.stop(agent))
+
+
+# How many free indexes a spawn tries when other starts keep taking them first.
+SPAWN_ATTEMPTS = 100
+
+
+def _spawned(options: dict[str, Any]) -> dict[str, Any]:
+    """A spawned subagent's options: it works from the task it is given, not from the whole
+    session's history, and its scratch work stays out of the session unless asked for."""
+    return {"memory": MemoryPolicy.none(), **options}
 
 
 class _ActorStart:

@@ -27,7 +27,9 @@ EmitCallback = Callable[[CustomEvent], None]
 that called `emit`."""
 
 Spawner = Callable[..., Any]
-"""`spawner(role, **options)`: starts a subagent for a tool (wired by the agent runtime)."""
+"""`spawner(role, **options)`: starts a subagent for a tool (wired by the agent runtime). A
+spawner that also has `async aspawn(role, **options)` is awaited by `ToolContext.aspawn`
+instead of being called on a worker thread."""
 
 
 class ToolContext:
@@ -165,14 +167,19 @@ class ToolContext:
         return self._spawner(role, **options)
 
     async def aspawn(self, role: str, **options: Any) -> Any:
-        """`spawn` for `async def` tools, which run on the runtime's event loop: the start
-        (options, the subagent's history) runs on a worker thread, the loop goes on.
+        """`spawn` for `async def` tools, which run on the runtime's event loop: there the
+        subagent starts in place, with no thread and no hop (its history, if its memory
+        policy reads one, is read on the session writer's threads while the loop goes on).
+        A spawner without `aspawn` is called on a worker thread.
 
         Raises:
             NotImplementedError: as `spawn`.
         """
         if self._spawner is None:
             raise NotImplementedError("spawn needs an agent runtime")
+        aspawn = getattr(self._spawner, "aspawn", None)
+        if aspawn is not None:
+            return await aspawn(role, **options)
         return await asyncio.to_thread(self._spawner, role, **options)
 
     def __repr__(self) -> str:

@@ -1,4 +1,4 @@
-"""`Agent.astop` on the runtime's own loop stops the agent there: no thread, no hop."""
+"""`Agent.astop` (and a tool's `ctx.aspawn`) on the runtime's own loop: no thread, no hop."""
 
 from __future__ import annotations
 
@@ -89,13 +89,11 @@ def test_astop_in_place_stops_the_subagents_the_agent_spawned() -> None:
         return "ok"
 
     async def body(rt: Runtime) -> None:
-        loop = asyncio.get_running_loop()
-        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor())  # aspawn's
         model = ScriptedModel([ScriptedTurn(tool_calls=[ToolCall(id="c", name="make")]), "done"])
         parent = await rt.astart_agent(("s", "main", 0), model=model, tools=[make])
-        await parent.arun("go", timeout=10)
+        await parent.arun("go", timeout=10)  # aspawn in place too: no worker thread
+        assert [a.key for a in spawned] == [("s", "helper", 0), ("s", "helper", 1)]
         assert [a.alive for a in spawned] == [True, True]
-        loop.set_default_executor(NoThreads(max_workers=1))
         await parent.astop()
         assert [a.alive for a in spawned] == [False, False]
         assert rt.registry.count_by_session("s") == 0
@@ -124,3 +122,25 @@ def test_astop_from_another_loop_still_stops_the_agent() -> None:
 
         assert asyncio.run(main()) is False
         assert rt.registry.lookup(("s", "o", 0)) is None
+
+
+def test_a_tools_aspawn_on_the_runtimes_own_loop_thread_adds_no_thread() -> None:
+    spawned: list[Agent] = []
+
+    @tool
+    async def make(ctx: ToolContext) -> str:
+        """Spawns a helper and asks it."""
+        helper = await ctx.aspawn("helper", model=ScriptedModel(["helped"]))
+        spawned.append(helper)
+        return (await helper.arun("help", timeout=10)).text
+
+    with Runtime.start(MEMORY) as rt:  # the runtime's loop runs on a thread of its own
+        rt.loop_tasks.loop.set_default_executor(NoThreads(max_workers=1))
+        model = ScriptedModel([ScriptedTurn(tool_calls=[ToolCall(id="c", name="make")]), "done"])
+        parent = rt.start_agent(("s", "main", 0), model=model, tools=[make])
+        assert parent.run("go", timeout=10).text == "done"
+        result = [m for m in parent.state().messages if m.role == "tool_result"]
+        assert [m.text for m in result] == ["helped"]  # type: ignore[attr-defined]
+        assert spawned[0].key == ("s", "helper", 0) and spawned[0].alive
+        parent.stop()
+        assert not spawned[0].alive  # stopped with its parent
