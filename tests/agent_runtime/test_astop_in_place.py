@@ -106,7 +106,10 @@ def test_astop_in_place_stops_a_transient_agent_for_good() -> None:
         agent = await rt.astart_agent(("s", "t", 0), model=ScriptedModel(), restart="transient")
         await agent.astop()
         assert not agent.alive
-        await asyncio.sleep(0.05)  # a restart would come within a turn or two of the loop
+        # A restart is made by the agent's supervisor on this loop within a few of its
+        # steps: a whole run of another agent takes many more.
+        other = await rt.astart_agent(("s", "other", 0), model=ScriptedModel(["ok"]))
+        assert (await other.arun("go", timeout=10)).text == "ok"
         assert not agent.alive and rt.registry.lookup(("s", "t", 0)) is None
 
     on_runtimes_loop(body)
