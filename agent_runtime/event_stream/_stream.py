@@ -281,6 +281,21 @@ class EventStream:
         with self._lock:
             return self._offer_locked(event, self._overflow, terminal and self._multi_run)
 
+    def offer_data(self, event: Event) -> bool | None:
+        """`offer_known(event, False)` under `"block"` for an event that is no run's
+        terminal, in one call: the run's fan-out of every delta to every subscription takes
+        this path. False once the stream has ended (nothing raised: the subscription is
+        closed), None when full (nothing queued: `apush` it)."""
+        with self._lock:
+            if self._terminal is not None:
+                return False
+            if event.seq > self._max_seq:
+                self._max_seq = event.seq
+            if not self._queue.append_within(event, self._max_queue):
+                return self._offer_locked(event, self._overflow, False)
+            self._wake_readers_locked()
+            return True
+
     def push_async(self, event: Event) -> bool:
         """Append `event` without ever blocking; returns True if it was queued.
 

@@ -870,6 +870,41 @@ def test_an_offer_whose_checks_the_caller_made_is_an_offer(
     assert seqs(plain.pull_many(100, timeout=0)) == seqs(known.pull_many(100, timeout=0))
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    ops=st.lists(st.sampled_from(["data", "end", "take"]), max_size=16),
+    multi_run=st.booleans(),
+    max_queue=st.integers(min_value=1, max_value=4),
+)
+def test_offer_data_is_offer_known_of_an_event_that_is_no_terminal(
+    ops: list[str], multi_run: bool, max_queue: int
+) -> None:
+    # The run's per-delta fan-out to a "block" subscription takes `offer_data`.
+    outcomes: list[list[Any]] = []
+    streams = []
+    for fast in (False, True):
+        stream = EventStream(max_queue=max_queue, overflow="block", multi_run=multi_run)
+        seen: list[Any] = []
+        for seq, op in enumerate(ops, start=1):
+            if op == "take":
+                seen.append(seqs(stream.pull_many(1, timeout=0)))
+                continue
+            event: Event = ev(seq) if op == "data" else AgentEnd(seq=seq)
+            try:
+                if op == "data" and fast:
+                    seen.append(stream.offer_data(event))
+                else:
+                    seen.append(stream.offer_known(event, is_terminal(event)))
+            except StreamClosed:
+                seen.append(False)  # what offer_data answers once the stream has ended
+        outcomes.append(seen)
+        streams.append(stream)
+    assert outcomes[0] == outcomes[1]
+    slow, fast_stream = streams
+    assert slow.stats() == fast_stream.stats()
+    assert seqs(slow.pull_many(100, timeout=0)) == seqs(fast_stream.pull_many(100, timeout=0))
+
+
 # -- readers on other threads, woken once per step of a producing event loop -------------------
 
 
