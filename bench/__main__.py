@@ -31,40 +31,42 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 # Why a figure misses its target (kept with the table in RESULTS.md).
 REASONS: dict[str, str] = {
     # Why a figure misses its target, kept with the table in RESULTS.md (profiles of the
-    # loop-actor core, 2026-12-06; docs/performance.md says more).
-    "one text turn, p50": "the run's own work, not the hops (the floor is 0.7-1.0x): ~1.5 ms of "
-    "CPU per turn on the caller's thread and the loop, ~1 ms of it fixed (the start, nine "
-    "structural events, the actor's messages for start, commits and end, the caller's "
-    "result) and twenty deltas at ~16 us each; a flat profile, no function above 5%",
+    # loop-actor core, 2026-12-06; docs/performance.md says more). This machine runs the same
+    # code at ~1x or ~3x speed from one hour to the next: the shares hold, not the microseconds.
+    "one text turn, p50": "the run's own work, not the hops (the floor is 0.66-1.0x): a flat "
+    "profile, no function above 5%; in-process, about 270 us of a turn's loop CPU is fixed "
+    "(the start, eight structural events, the actor's messages for start, commits and end, "
+    "the caller's result) and each of the twenty deltas adds ~5 us (fast days' figures)",
     "one text turn, p99": "the p50's work plus a garbage collection in some turns",
     "text turn with 3,000 messages, p50": "the run's copies of the history (pointers) and the "
     "collector walking a larger heap",
     "one tool call then text, p50": "two model calls' work (see the text turn) and the "
     "tool's hop to the tool_tasks pool and back",
-    "1000 concurrent runs of a 100 ms model, wall": "the floor alone is 2.2-2.3x: a synchronous "
-    "prompt() and wait_for_idle() per agent from one thread, two round trips of ~100 us; "
-    "above it each run's set-up and events, ~1 ms of CPU per run",
+    "1000 concurrent runs of a 100 ms model, wall": "the floor alone is 1.8-2.3x: a synchronous "
+    "prompt() and wait_for_idle() per agent from one thread, two round trips; above it each "
+    "run's set-up and events",
     "2500 concurrent runs of a 100 ms model, wall": "as for 1000 runs; the floor alone is "
     "4.2-4.4x, over the target",
-    "1000 streamed deltas to one subscriber": "~28 us of CPU per delta: ~16 us on the loop "
-    "(the chunk's abort check, the message builder, the per-token event, the fan-out), the "
-    "rest the reader thread's wake-up and the GIL's hand-offs; the target leaves 6.7 us",
-    "1000 deltas, each of 10 subscribers": "ten reader threads woken per burst of deltas, "
-    "each taking the stream's lock per batch, for one GIL",
+    "1000 streamed deltas to one subscriber": "~9 us of CPU per delta on a fast day (26 us on a "
+    "slow one), ~90% of it on the loop: the chunk's abort check, the message builder, the "
+    "per-token event, the fan-out; the target leaves 6.7 us",
+    "1000 deltas, each of 10 subscribers": "the fan-out to ten subscriptions and ten reader "
+    "threads woken per burst of deltas, for one GIL",
     "RSS per idle agent (100,000 agents)": "an agent's actor, cell, validated options and "
     "supervisor records",
-    "100,000 idle agents: start, state() each, stop": "the floor alone is 29-34 s: a bare loop "
+    "100,000 idle agents: start, state() each, stop": "the floor alone is 18-34 s: a bare loop "
     "actor per agent, started and asked from the caller's thread, two synchronous round "
-    "trips per agent; above it ~0.3 ms of start work per agent (options validated, actor, "
-    "cell, registry, monitors)",
+    "trips per agent; above it the library's start work per agent (options validated, "
+    "actor, cell, registry, monitors) and the collector",
     "100,000 idle agents on the runtime's loop (astart_agent, state(), astop)": "no hop and "
     "no thread (~50 us of start and ~37 us of stop per agent with the collector off, ~10 s "
-    "in all); the rest is CPython's cyclic garbage collector: ~50 tracked objects per agent, "
-    "and each full collection walks every agent started so far (17 of them took 13.6 s of "
-    "26.8 s in a run on 2026-12-06)",
-    "spawn + stop of an agent, p50": "the floor is 0.83x: ~0.25 ms of library work per spawn "
+    "in all); the rest is CPython's cyclic garbage collector: ~40 tracked objects per agent, "
+    "and each full collection walks every agent started so far (16 of them took 12.5 s of "
+    "24.8 s in a run on 2026-12-06)",
+    "spawn + stop of an agent, p50": "the floor is 0.6-0.83x: the library's work per spawn "
     "and stop on the two threads (options validated, actor and cell, registry, monitors, "
-    "log calls), against an empty thread actor",
+    "log calls), ~120 us on a fast day, against an empty thread actor; on the runtime's loop "
+    "(the row below it) the same agent starts and stops in a third of that actor's time",
 }
 
 
