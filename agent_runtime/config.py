@@ -91,6 +91,7 @@ class AgentConfig(_Section):
     max_tool_turns: int = Field(default=25, ge=1)
     tool_timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     abort_grace: float = Field(default=0.25, ge=0, allow_inf_nan=False)
+    approval_timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     thinking_level: ThinkingLevel = "off"
     restart: Literal["temporary", "transient"] = "temporary"
 

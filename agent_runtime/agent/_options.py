@@ -288,6 +288,7 @@ class AgentOptions(BaseModel):
             "max_tool_turns": agent.max_tool_turns,
             "tool_timeout": agent.tool_timeout,
             "abort_grace": agent.abort_grace,
+            "approval_timeout": agent.approval_timeout,
             "thinking_level": agent.thinking_level,
             "restart": agent.restart,
             "retry": _retry_policy(retry),

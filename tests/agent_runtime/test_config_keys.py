@@ -38,6 +38,7 @@ from agent_runtime.events import (
     Canceled,
     EventsDropped,
     ProviderRetry,
+    ToolApprovalDecided,
     ToolExecutionEnd,
 )
 from agent_runtime.llm import (
@@ -405,6 +406,36 @@ def test_tool_timeout_bounds_a_tool_call() -> None:
         gate.set()
         (end,) = [e for e in sub.until_end(timeout=5) if isinstance(e, ToolExecutionEnd)]
     assert end.is_error and "timed out" in text_of(end).lower()
+
+
+@covers("agent.approval_timeout")
+def test_approval_timeout_denies_a_call_nobody_decided_in_time() -> None:
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    def send_mail(to: str) -> str:
+        """Sends a mail."""
+        ran.append(to)
+        return "sent"
+
+    with started(agent__approval_timeout="0.05") as runtime:
+        # An agent's own option wins over the config's default: this one waits.
+        patient_model = ScriptedModel([tool_turn(call("p", "send_mail", to="alice")), "sent"])
+        patient = runtime.start_agent(
+            ("s", "main", 0), model=patient_model, tools=[send_mail], approval_timeout=60.0
+        )
+        patient.prompt("go")
+        wait_until(lambda: [p.tool_call_id for p in runtime.pending_approvals()] == ["p"], 5)
+        model = ScriptedModel([tool_turn(call("h", "send_mail", to="bob")), "end"])
+        hasty = runtime.start_agent(("s", "main", 1), model=model, tools=[send_mail])
+        sub = hasty.subscribe()
+        assert hasty.run("go", timeout=10).text == "end"  # its call was denied, after ours
+        decided = [e for e in sub.until_end(timeout=5) if isinstance(e, ToolApprovalDecided)]
+        assert [p.tool_call_id for p in runtime.pending_approvals()] == ["p"]  # still waits
+        patient.approve("p")
+        patient.wait_for_idle(timeout=5)
+    assert [(d.approved, d.reason) for d in decided] == [(False, "approval_timeout")]
+    assert ran == ["alice"]
 
 
 @pytest.mark.parametrize(("abort_grace", "finished"), [("0", False), ("30", True)])
