@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import JsonValue
 
 from agent_runtime._errors import AgentStopped, AlreadyRegistered
 from agent_runtime._key import AgentKey
-from agent_runtime.agent import Agent, RunResult
+from agent_runtime.agent import Agent, AgentOptionsDict, RunResult
 from agent_runtime.messages import Message
 from agent_runtime.workflows._host import WorkflowHost
 from agent_runtime.workflows._pause import PauseGate
@@ -122,7 +122,9 @@ class StepContext:
     # -- agents -----------------------------------------------------------------------------
 
     def agent(
-        self, key: AgentKey | tuple[str, str, int] | tuple[str, int] | str, **options: Any
+        self,
+        key: AgentKey | tuple[str, str, int] | tuple[str, int] | str,
+        **options: Unpack[AgentOptionsDict],
     ) -> StepAgent:
         """The agent under `key`, found in the registry or started at first use.
 
@@ -133,10 +135,12 @@ class StepContext:
         Raises:
             ValueError: an invalid key (named).
         """
-        return StepAgent(self, self._key(key), options)
+        return StepAgent(self, self._key(key), dict(options))
 
     async def start_agent(
-        self, key: AgentKey | tuple[str, str, int] | tuple[str, int] | str, **options: Any
+        self,
+        key: AgentKey | tuple[str, str, int] | tuple[str, int] | str,
+        **options: Unpack[AgentOptionsDict],
     ) -> Agent:
         """Start an agent under `key` (as `agent` reads it) with `options` (only those given:
         not `Workflow.agent_options`), off the loop; remembered for aborts.

@@ -35,6 +35,7 @@ from agent_runtime.llm import ChatRequest
 from agent_runtime.loop import LoopConfig
 from agent_runtime.messages import AssistantMessage, TextContent, ToolCall, Usage, UserMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
+from agent_runtime.workflows import StepContext
 
 
 class Book(BaseModel):
@@ -161,3 +162,10 @@ def setters_are_typed(agent: Agent[str]) -> None:
     agent.set_steering_mode("all")
     agent.set_model(3)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     agent.set_follow_up_mode("some")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+
+async def a_workflow_steps_agent_options_are_checked(ctx: StepContext) -> None:
+    ctx.agent("writer", max_tool_turns=3, memory=MemoryPolicy.none())
+    await ctx.start_agent(("s", "editor", 0), temperature=0.2)
+    ctx.agent("writer", modle="local")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    await ctx.start_agent("editor", max_tool_turns="3")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
