@@ -764,10 +764,15 @@ class Agent(Generic[OutputT]):
     def stop(self) -> None:
         """Abort the run, stop the agent and its spawned subagents; idempotent.
 
+        Returns once their actors have stopped, without waiting for the aborted run: it ends
+        on the loop afterwards (a running tool gets the abort grace), and its terminal event
+        reaches the subscriptions, which then close.
+
         Raises:
             RuntimeError: called on the runtime's event-loop thread (use `astop`). On an
                 application's running loop it warns once (`BlockingCallWarning`): it waits
-                for the run's abort grace, so prefer `await agent.astop()` there.
+                for a round trip to the runtime's loop per agent, so prefer
+                `await agent.astop()` there.
         """
         refuse_on_loop("Agent.stop()", "`await agent.astop()`", on_host_loop="warn")
         self._cell.host.stop_agent(self)

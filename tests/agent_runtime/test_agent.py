@@ -971,6 +971,32 @@ def test_stopping_an_agent_mid_stream_ends_the_stream_with_the_runs_canceled(
     assert watcher.closed
 
 
+def test_stop_returns_without_waiting_for_the_aborted_runs_tool(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    runtime = make_runtime(agent={"abort_grace": 30.0})
+    entered, gate = threading.Event(), threading.Event()
+
+    @tool
+    def stubborn() -> str:
+        """Ignores the abort until the gate opens."""
+        entered.set()
+        gate.wait(10)
+        return "late"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[ToolCall(id="c", name="stubborn")])])
+    agent = runtime.start_agent(("s", "main", 0), model=model, tools=[stubborn])
+    sub = agent.subscribe()
+    agent.prompt("go")
+    assert entered.wait(5)
+    began = time.monotonic()
+    agent.stop()
+    assert time.monotonic() - began < 5  # not the 30 s of abort grace
+    assert not agent.alive
+    gate.set()  # the tool returns: the run ends, its terminal reaches the subscription
+    assert isinstance(list(sub.until_end(timeout=10))[-1], Canceled)
+
+
 def test_a_run_accepted_before_the_last_end_was_delivered_reaches_subscribers_after_stop(
     runtime: Runtime,
 ) -> None:
