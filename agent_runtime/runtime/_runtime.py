@@ -491,8 +491,7 @@ class Runtime:
         another loop the start runs on a worker thread, so a burst of starts (a request each)
         never holds the host's loop. Options, types and errors are `start_agent`'s."""
         loop = asyncio.get_running_loop()
-        tasks = self._loop_tasks
-        if tasks is not None and loop is tasks.loop and not self._stopped:
+        if self._on_own_loop(loop):
             return await self.subagents.astart(
                 key, output_type=output_type, on_failure=on_failure, **agent_options
             )
@@ -506,6 +505,11 @@ class Runtime:
         agent: Agent[Any] = await loop.run_in_executor(self._starter, start)
         return agent
 
+    def _on_own_loop(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether `loop` is this running runtime's own: its async twins work in place there."""
+        tasks = self._loop_tasks
+        return tasks is not None and loop is tasks.loop and not self._stopped
+
     def spawn_subagent(self, parent: Agent, role: str, options: dict[str, Any]) -> Agent:
         """Start a subagent of `parent` (`ToolContext.spawn`): the next free index of `role` in
         the parent's session, stopped with the parent."""
@@ -514,8 +518,7 @@ class Runtime:
     async def aspawn_subagent(self, parent: Agent, role: str, options: dict[str, Any]) -> Agent:
         """`spawn_subagent` awaited (`ToolContext.aspawn`): in place on the runtime's own
         loop, no thread and no hop; from another loop on a worker thread."""
-        tasks = self._loop_tasks
-        if tasks is not None and asyncio.get_running_loop() is tasks.loop and not self._stopped:
+        if self._on_own_loop(asyncio.get_running_loop()):
             return await self.subagents.aspawn(parent, role, options)
         return await asyncio.to_thread(self.spawn_subagent, parent, role, options)
 
@@ -539,8 +542,7 @@ class Runtime:
         """`stop_agent` for asyncio hosts (`Agent.astop`). On the runtime's own loop the
         agent stops in place: no thread and no hop. From another loop the stop runs on a
         worker thread, and that loop goes on."""
-        tasks = self._loop_tasks
-        if tasks is not None and asyncio.get_running_loop() is tasks.loop and not self._stopped:
+        if self._on_own_loop(asyncio.get_running_loop()):
             return await self.subagents.astop(agent)
         return await asyncio.to_thread(self.stop_agent, agent)
 
