@@ -103,16 +103,9 @@ class GapQueue(Generic[T]):
     def append_within(self, item: T, room: int) -> bool:
         """`append` of an unpinned `item` while fewer than `room` items take space; False,
         nothing queued, when they fill it (the owner's overflow policy decides then)."""
-        items = self._items
-        if len(items) - self._pinned >= room:
+        if len(self._items) - self._pinned >= room:
             return False
-        items.append(item)
-        tail_gap = self._tail_gap
-        self._gaps.append(tail_gap)
-        if tail_gap:
-            self._gapped += 1
-            self._tail_gap = 0
-        self.accepted += 1
+        self.append(item, False)
         return True
 
     def refuse(self) -> None:
