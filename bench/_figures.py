@@ -321,11 +321,23 @@ def tool_turns(n: int) -> list[float]:
         return samples
 
 
+def _config_for(n: int) -> RuntimeConfig:
+    """The bench's config with room for `n` agents."""
+    supervision = config().supervision.model_copy(update={"max_agents": n + 10})
+    return config().model_copy(update={"supervision": supervision})
+
+
+def _ask_each_state(agents: list[Any]) -> float:
+    """Seconds to ask each of `agents` its `state()`, one after the other."""
+    started = time.perf_counter()
+    for agent in agents:
+        agent.state()
+    return time.perf_counter() - started
+
+
 def burst(n: int) -> float:
     """Wall time of `n` agents each running one turn of a 100 ms model, all at once."""
-    cfg = config().model_copy(
-        update={"supervision": config().supervision.model_copy(update={"max_agents": n + 10})}
-    )
+    cfg = _config_for(n)
     with Runtime.start(cfg) as rt:
         agents = [
             rt.start_agent(
@@ -450,9 +462,7 @@ def repeat(fn: Callable[[], float], times: int = 5) -> float:
 def many_idle_agents(n: int) -> dict[str, float]:
     """`n` idle agents in one runtime: seconds to start them all, to ask each its `state()`
     and to stop the runtime; resident memory per agent (bytes) and the threads they added."""
-    cfg = config().model_copy(
-        update={"supervision": config().supervision.model_copy(update={"max_agents": n + 10})}
-    )
+    cfg = _config_for(n)
     with Runtime.start(cfg) as rt:
         model = ScriptedModel()
         gc.collect()
@@ -463,10 +473,7 @@ def many_idle_agents(n: int) -> dict[str, float]:
         gc.collect()
         rss = (_rss() - before) / n
         added = threading.active_count() - threads
-        started = time.perf_counter()
-        for agent in agents:
-            agent.state()
-        state = time.perf_counter() - started
+        state = _ask_each_state(agents)
         del agents
         started = time.perf_counter()
         rt.stop(timeout=120)
@@ -478,9 +485,7 @@ def many_idle_agents_in_place(n: int) -> dict[str, float]:
     """`many_idle_agents` with the async API on the runtime's own loop (`Runtime.astart()`):
     each agent started in place by `await astart_agent(...)`, asked its `state()` there,
     then the runtime stopped (`astop`): seconds for each, and the threads the agents added."""
-    cfg = config().model_copy(
-        update={"supervision": config().supervision.model_copy(update={"max_agents": n + 10})}
-    )
+    cfg = _config_for(n)
 
     async def go() -> dict[str, float]:
         rt = await Runtime.astart(cfg)
@@ -493,10 +498,7 @@ def many_idle_agents_in_place(n: int) -> dict[str, float]:
         ]
         start = time.perf_counter() - started
         added = threading.active_count() - threads
-        started = time.perf_counter()
-        for agent in agents:
-            agent.state()
-        state = time.perf_counter() - started
+        state = _ask_each_state(agents)
         del agents
         started = time.perf_counter()
         await rt.astop(timeout=120)
