@@ -32,8 +32,17 @@ class _Entry(Generic[V]):
 
     def exited(self, _ref: pykka.ActorRef[Any], _reason: object) -> None:
         """The monitor's callback (a bound method: one object per agent for the cyclic
-        collector to walk, where a closure took five): the entry goes, unless replaced."""
+        collector to walk, where a closure took five): the entry goes, unless replaced.
+        Unwatched, so the entry and its monitor (which holds this method) are not a cycle
+        left for the collector."""
+        self.watch = None
         self.table._drop(self.key, self)
+
+    def unwatch(self) -> None:
+        """Cancel the monitor, and let go of it (see `exited`)."""
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            watch.cancel()
 
 
 class AgentRegistry(Generic[V]):
@@ -75,8 +84,8 @@ class AgentRegistry(Generic[V]):
             if current is not None and current.live():
                 raise AlreadyRegistered(agent_key, current.value)
             self._entries[agent_key] = entry
-        if current is not None and current.watch is not None:
-            current.watch.cancel()
+        if current is not None:
+            current.unwatch()
         if ref is not None:
             # Registered before the monitor, so an actor that is already dead is removed at once.
             entry.watch = monitor(ref, entry.exited)
@@ -92,8 +101,8 @@ class AgentRegistry(Generic[V]):
         agent_key = AgentKey.of(key)
         with self._lock:
             entry = self._entries.pop(agent_key, None)
-        if entry is not None and entry.watch is not None:
-            entry.watch.cancel()
+        if entry is not None:
+            entry.unwatch()
         return entry is not None
 
     def _live(self, key: AgentKey) -> _Entry[V] | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Iterator
 
 import pykka
@@ -114,6 +116,35 @@ def test_a_replaced_entry_is_not_removed_by_the_old_actor_exit(
     registry.register(("s", "r", 0), "new", ref=new)
     old.stop()
     assert registry.lookup(("s", "r", 0)) == "new"
+
+
+class Value:
+    pass
+
+
+@pytest.mark.parametrize("how", ["exit", "unregister"])
+def test_an_entry_that_went_lets_go_of_its_value_without_the_collector(
+    how: str, refs: list[pykka.ActorRef[Worker]]
+) -> None:
+    # An entry and its actor monitor must not be a reference cycle: each agent a server
+    # stops would leave its handle and state to the cyclic collector.
+    registry: AgentRegistry[Value] = AgentRegistry()
+    ref = Worker.start()
+    refs.append(ref)
+    value = Value()
+    gone = weakref.ref(value)
+    registry.register(("s", "r", 0), value, ref=ref)
+    del value
+    gc.collect()
+    gc.disable()
+    try:
+        if how == "exit":
+            ref.stop()
+        else:
+            registry.unregister(("s", "r", 0))
+        wait_until(lambda: gone() is None, timeout=5, what="the entry's value was freed")
+    finally:
+        gc.enable()
 
 
 def test_listings_by_session_and_role() -> None:
