@@ -159,7 +159,7 @@ class AgentRun:
         # Its calls waiting for approval (and the turn `parked` by an earlier incarnation,
         # resumed before the first model call).
         self.approvals = RunApprovals(
-            self, cell.key, self.writer, lambda: self.transcript.unit, parked
+            self, cell.key, self.writer, self.transcript, parked
         )
 
     @functools.cached_property
@@ -511,6 +511,9 @@ class AgentRun:
                 )
             except Exception:
                 pass  # the writer logged it and _committed noted it; the run's result stands
+            # A done concurrent future keeps its callbacks: held here, `_committed` would
+            # make the run a reference cycle (see RunApprovals.run).
+            self.last_write = None
         if self.memory_error is not None and isinstance(terminal, AgentEnd):
             terminal = terminal.model_copy(update={"memory_error": self.memory_error})
         self.terminal = terminal
