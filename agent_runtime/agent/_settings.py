@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agent_runtime._errors import AgentStopped
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import LoopConfig
@@ -73,7 +74,18 @@ class _Spawner:
         self.cell = cell
 
     def __call__(self, role: str, **options: Any) -> Any:
-        return self.cell.host.spawn_subagent(self.cell.handle, role, options)
+        return self.cell.host.spawn_subagent(self._parent(), role, options)
 
     async def aspawn(self, role: str, **options: Any) -> Any:
-        return await self.cell.host.aspawn_subagent(self.cell.handle, role, options)
+        return await self.cell.host.aspawn_subagent(self._parent(), role, options)
+
+    def _parent(self) -> Any:
+        """The spawning agent's handle.
+
+        Raises:
+            AgentStopped: the agent was stopped (its subagent would outlive it).
+        """
+        cell = self.cell
+        if cell.stopped or cell.handle is None:
+            raise AgentStopped(cell.key)
+        return cell.handle

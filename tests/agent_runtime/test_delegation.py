@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from agent_runtime import Agent, AgentKey, Runtime, delegate
+from agent_runtime import Agent, AgentKey, AgentStopped, Runtime, delegate
 from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.events import AgentEnd, Canceled, Event, MessageUpdate
 from agent_runtime.loop import validate_transcript
@@ -55,6 +57,36 @@ def test_spawn_uses_the_parents_session_and_the_next_free_index(runtime: Runtime
     assert spawned == [AgentKey("s9", "helper", 0), AgentKey("s9", "helper", 1)]
     parent.stop()
     wait_until(lambda: runtime.registry.count_by_session("s9") == 0)
+
+
+def test_a_tool_of_a_stopped_agent_cannot_spawn_a_subagent(runtime: Runtime) -> None:
+    # Its subagent would be nobody's: stopped with no parent, never reused, never stopped.
+    release = threading.Event()
+    outcome: list[BaseException | AgentKey] = []
+
+    @tool
+    def late(ctx: ToolContext) -> str:
+        """Spawns once released (after its agent was stopped)."""
+        release.wait(10)
+        try:
+            outcome.append(ctx.spawn("helper", model=ScriptedModel([])).key)
+        except Exception as exc:
+            outcome.append(exc)
+        return "ok"
+
+    model = ScriptedModel([ScriptedTurn(tool_calls=[ToolCall(id="c", name="late")])])
+    parent = runtime.start_agent(("s8", "main", 0), model=model, tools=[late])
+    with parent.subscribe() as sub:
+        parent.prompt("go")
+        for event in sub.until_end(timeout=10):
+            if event.type == "tool_execution_start":
+                break
+        parent.stop()
+    release.set()
+    wait_until(lambda: bool(outcome), what="the tool tried to spawn")
+    assert isinstance(outcome[0], AgentStopped), outcome
+    assert "('s8', 'main', 0)" in str(outcome[0])
+    assert runtime.registry.count_by_session("s8") == 0
 
 
 def test_a_two_level_delegate_chain_streams_nested_events_to_the_top_subscriber(
