@@ -226,6 +226,12 @@ class AgentActor(AsyncioActor):
         if self.run is not None:
             self.run.signal.abort("agent_stopped")
 
+    def take_run(self) -> AgentRun | None:
+        """The run in flight, no longer held here (this incarnation exited, and a run holds
+        its actor: held on, the two would be a reference cycle)."""
+        run, self.run = self.run, None
+        return run
+
     # -- dispatch ---------------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:

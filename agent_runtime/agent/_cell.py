@@ -46,6 +46,7 @@ class Incarnation(Protocol):
     def actor_ref(self) -> pykka.ActorRef[Any]: ...
     @property
     def run(self) -> CellRun | None: ...
+    def take_run(self) -> CellRun | None: ...
     def handle_now(self, message: Any) -> Any: ...
     def on_loop_thread(self) -> bool: ...
 
@@ -133,7 +134,7 @@ class AgentCell:
         """The incarnation `actor` exited (on the loop): its run ends with it."""
         if self.actor is actor:
             self.actor = None
-        run = actor.run
+        run = actor.take_run()  # an exited actor hears of no run's end: it lets go of it here
         if reason.abnormal:
             self.log.error("agent.crashed", reason=str(reason))
             if run is not None:
@@ -142,6 +143,13 @@ class AgentCell:
             self.end("agent_stopped")
         elif self.options.restart == "temporary":
             self.end(f"agent_crashed: {reason}")
+        if self.stopped:
+            # No incarnation comes after this one: nothing registers the handle or builds a
+            # run's settings again. Both refer back to this cell (the handle, and the
+            # settings' spawner); held on, they would leave every agent a server stops to
+            # the cyclic collector.
+            self.handle = None
+            self.loop_settings = None
 
     def on_loop(self, fn: Callable[[], None]) -> None:
         """Run `fn` on the agent's loop: now when called there, else soon; now on the

@@ -158,9 +158,7 @@ class AgentRun:
         self.running_tools: dict[str, str] = {}  # call id -> tool name, in start order
         # Its calls waiting for approval (and the turn `parked` by an earlier incarnation,
         # resumed before the first model call).
-        self.approvals = RunApprovals(
-            self, cell.key, self.writer, self.transcript, parked
-        )
+        self.approvals = RunApprovals(self, cell.key, self.writer, self.transcript, parked)
 
     @functools.cached_property
     def log(self) -> Any:

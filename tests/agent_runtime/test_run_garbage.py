@@ -1,9 +1,12 @@
-"""A run's objects are freed by reference counting, never left to the cyclic collector.
+"""A run's objects, and a stopped agent's, are freed by reference counting, never left to
+the cyclic collector.
 
 A reference cycle in a run's objects makes every run garbage that only `gc` frees: in a
 server that is a young collection every few turns, and full collections that pause the host's
 event loop for tens of milliseconds (one back-reference from a run's approvals to the run
-cost 39 such objects per text turn, 7-10% of its CPU).
+cost 39 such objects per text turn, 7-10% of its CPU). The same holds for the agents a server
+starts and stops, one per session (34 objects per stopped agent before the handle and its cell
+let go of each other).
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from agent_runtime import Agent, Runtime
+from agent_runtime import Agent, Runtime, delegate
 from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.messages import ToolCall
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, ToolContext, tool
+from supervisors import kill
 
 ROUNDS = 3  # after one round that warms what is made once (caches, loggers, pools)
 
@@ -179,3 +183,47 @@ def test_a_run_awaited_on_the_runtimes_loop_leaves_nothing_for_the_cyclic_collec
     # What a runtime's whole life leaves: the agent's handle and its cell (one cycle per
     # agent, not per run) and what asyncio.run itself leaves; nothing of the runs.
     assert not {"AgentRun", "RunApprovals", "RunTranscript", "AssistantMessage"} & set(garbage)
+
+
+def _stopped(runtime: Runtime, i: int) -> None:
+    agent = runtime.start_agent(("gc", "plain", i), model=ScriptedModel(["done"]))
+    assert agent.run("hi", timeout=10).text == "done"
+    agent.stop()
+
+
+WORKER = delegate(model=ScriptedModel(["found"] * (ROUNDS + 1)))  # a tool is made once
+
+
+def _stopped_with_a_subagent(runtime: Runtime, i: int) -> None:
+    model = ScriptedModel(
+        [ScriptedTurn(tool_calls=[call("delegate", role="worker", task="t")]), "done"]
+    )
+    agent = runtime.start_agent(("gc", "parent", i), model=model, tools=[WORKER])
+    assert agent.run("hi", timeout=10).text == "done"
+    agent.stop()
+
+
+def _restarted_then_stopped(runtime: Runtime, i: int) -> None:
+    model = ScriptedModel(["one", "two"])
+    agent = runtime.start_agent(("gc", "transient", i), model=model, restart="transient")
+    assert agent.run("hi", timeout=10).text == "one"
+    first = agent.ref
+    kill(first)
+    wait_until(lambda: agent.alive and agent.ref != first, what="the agent was restarted")
+    assert agent.run("hi", timeout=10).text == "two"
+    agent.stop()
+
+
+@pytest.mark.parametrize("life", [_stopped, _stopped_with_a_subagent, _restarted_then_stopped])
+def test_an_agent_that_stopped_leaves_nothing_for_the_cyclic_collector(
+    life: Callable[[Runtime, int], None],
+    runtime: Runtime,
+    garbage_after: Callable[[Callable[[], None]], Counter[str]],
+) -> None:
+    def lives() -> None:
+        for i in range(1, ROUNDS + 1):
+            life(runtime, i)
+        wait_until(lambda: runtime.registry.count() == 0, what="every agent unregistered")
+
+    life(runtime, 0)  # warm
+    assert garbage_after(lives) == Counter()
