@@ -37,7 +37,9 @@ REASONS: dict[str, str] = {
     "profile, no function above 5%; in-process, about 270 us of a turn's loop CPU is fixed "
     "(the start, eight structural events, the actor's messages for start, commits and end, "
     "the caller's result) and each of the twenty deltas adds ~5 us (fast days' figures)",
-    "one text turn, p99": "the p50's work plus a garbage collection in some turns",
+    "one text turn, p99": "the p50's work and the machine's jitter (the threads' wake-ups): "
+    "a run leaves nothing to the cyclic garbage collector, and no collection falls in 2,000 "
+    "turns (one every ~17 turns before 2026-12-06's night)",
     "text turn with 3,000 messages, p50": "the run's copies of the history (pointers) and the "
     "collector walking a larger heap",
     "one tool call then text, p50": "two model calls' work (see the text turn) and the "
@@ -63,7 +65,7 @@ REASONS: dict[str, str] = {
     "in all); the rest is CPython's cyclic garbage collector: ~40 tracked objects per agent, "
     "and each full collection walks every agent started so far (16 of them took 12.5 s of "
     "24.8 s in a run on 2026-12-06)",
-    "spawn + stop of an agent, p50": "the floor is 0.6-0.83x: the library's work per spawn "
+    "spawn + stop of an agent, p50": "the floor is 0.55-0.96x: the library's work per spawn "
     "and stop on the two threads (options validated, actor and cell, registry, monitors, "
     "log calls), ~120 us on a fast day, against an empty thread actor; on the runtime's loop "
     "(the row below it) the same agent starts and stops in a third of that actor's time",
