@@ -158,6 +158,17 @@ def measure() -> tuple[list[Row], list[Row]]:
             rate >= 150_000,
         )
     )
+    on_loop = f.repeat(lambda: f.stream_rate_in_place(1000))
+    rows.append(
+        Row(
+            "1000 streamed deltas to one subscriber read on the runtime's loop (async for)",
+            on_loop,
+            None,
+            "deltas/s",
+            "measured",
+            True,
+        )
+    )
     small = f.repeat(lambda: f.stream_rate(100))
     large = f.repeat(lambda: f.stream_rate(5000))
     rows.append(

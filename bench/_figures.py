@@ -384,6 +384,30 @@ def stream_rate(deltas: int, subscribers: int = 1) -> float:
         return deltas / (statistics.median(ends) - started)
 
 
+def stream_rate_in_place(deltas: int) -> float:
+    """`stream_rate` of one subscriber read with `async for` on the runtime's own loop
+    (`Runtime.astart()`): the reader is a task beside the run, no thread (as the peers'
+    readers are)."""
+
+    async def go() -> float:
+        async with Runtime.astart(config()) as rt:
+            model = ScriptedModel([ScriptedTurn(chunks=["a"] * deltas, usage=USAGE)])
+            agent = await rt.astart_agent(("bench", "s", 0), model=model, memory=NONE)
+            sub = agent.subscribe(max_queue=deltas + 100)
+            gc.collect()  # as in stream_rate
+            started = time.perf_counter()
+            agent.prompt("go")
+            got = 0
+            async for event in sub.auntil_end(timeout=60):
+                if isinstance(event, MessageUpdate):
+                    got += 1
+            elapsed = time.perf_counter() - started
+            assert got == deltas, got
+            return deltas / elapsed
+
+    return asyncio.run(go())
+
+
 def idle_agent_rss(n: int) -> float:
     """Resident memory per idle agent (bytes), thread stacks included, over `n` agents."""
     with Runtime.start(config()) as rt:
