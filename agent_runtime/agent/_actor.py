@@ -145,9 +145,10 @@ class AgentActor(AsyncioActor):
         self.follow_up_mode: QueueMode = options.follow_up_mode
         self.messages: list[Message] = []
         self.transcript = TranscriptState()  # the incremental check of `messages`
-        # Lists, not deques: an empty deque is ~760 bytes per agent, and the queues are short.
-        self.steering: list[Queued] = []
-        self.follow_ups: list[Queued] = []
+        # Tuples, replaced on each change: the queues are short, and an empty tuple is no
+        # object for the cyclic collector to walk in each idle agent (an empty list is one).
+        self.steering: tuple[Queued, ...] = ()
+        self.follow_ups: tuple[Queued, ...] = ()
         self.error: str | None = None
         self.run: AgentRun | None = None
         self.pending_tool_calls: dict[str, None] = {}
@@ -278,9 +279,7 @@ class AgentActor(AsyncioActor):
         model = self.host.model_for_run(self.key, self.model)  # Runtime.override_model
         config, per_run = loop_config(cell, model, msg.run_id, msg.trace_links, msg.output)
         # What is queued goes to the run: it takes from its own queues from now on.
-        queues = RunQueues(
-            tuple(self.steering), tuple(self.follow_ups), self.steering_mode, self.follow_up_mode
-        )
+        queues = RunQueues(self.steering, self.follow_ups, self.steering_mode, self.follow_up_mode)
         run = AgentRun(
             cell,
             self,
@@ -306,8 +305,7 @@ class AgentActor(AsyncioActor):
         except RuntimeError as exc:  # the event loop is gone (the runtime stopped)
             cell.run_delivered(run)  # it never started: no end of it is to come
             raise AgentStopped(self.key) from exc
-        self.steering.clear()
-        self.follow_ups.clear()
+        self.steering = self.follow_ups = ()
         self.run = run
         self.pending_tool_calls = {}
         self.error = None
@@ -368,16 +366,19 @@ class AgentActor(AsyncioActor):
             self._publish_status()
 
     def _on_requeue(self, msg: Requeue) -> None:
-        queue = self.steering if msg.kind == "steering" else self.follow_ups
-        queue[:0] = msg.messages
+        if msg.kind == "steering":
+            self.steering = (*msg.messages, *self.steering)
+        else:
+            self.follow_ups = (*msg.messages, *self.follow_ups)
         self._publish_status()
 
     def _on_run_ended(self, msg: RunEnded) -> None:
         if self._current(msg.run_id) is None:
             return
         self._append(msg.dangling)
-        self.steering[:0] = msg.steering  # not delivered: ahead of what came since
-        self.follow_ups[:0] = msg.follow_ups
+        # Not delivered: ahead of what came since.
+        self.steering = (*msg.steering, *self.steering)
+        self.follow_ups = (*msg.follow_ups, *self.follow_ups)
         if isinstance(msg.terminal, Error):
             self.error = msg.terminal.reason
         self.approvals.run_ended()
@@ -415,7 +416,10 @@ class AgentActor(AsyncioActor):
         """To the running run's queues; kept here when idle or once the run has ended."""
         run = self.run
         if run is None or not run.deliver(Pushed(kind, queued)):
-            (self.steering if kind == "steering" else self.follow_ups).append(queued)
+            if kind == "steering":
+                self.steering = (*self.steering, queued)
+            else:
+                self.follow_ups = (*self.follow_ups, queued)
         self._publish_status()
 
     def _on_abort(self, msg: Abort) -> bool:
@@ -443,8 +447,7 @@ class AgentActor(AsyncioActor):
         self.transcript = TranscriptState()
         self.unstored = ()
         self.forget_session = self.mirror is not None
-        self.steering.clear()
-        self.follow_ups.clear()
+        self.steering = self.follow_ups = ()
         self.error = None
         self._publish_status()
         return True
@@ -607,7 +610,7 @@ class AgentActor(AsyncioActor):
         """The queue of `kind` in delivery order: the run's, then what came after its end."""
         own = self.steering if kind == "steering" else self.follow_ups
         run = self.run
-        return (*run.queued(kind), *own) if run is not None else tuple(own)
+        return (*run.queued(kind), *own) if run is not None else own
 
 
 def _exited(cell: AgentCell, actor: AgentActor, _ref: Any, reason: ExitReason) -> None:

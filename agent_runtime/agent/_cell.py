@@ -87,7 +87,9 @@ class AgentCell:
         self.subscriptions: SubscriptionRefs = ()
         self.stopped = False
         self.stop_reason = ""
-        self.runs: list[CellRun] = []  # started, their end not yet delivered; oldest first
+        # Started, their end not yet delivered; oldest first. A tuple, replaced on each
+        # change (at most a few): an idle agent's is the empty tuple, no object to walk.
+        self.runs: tuple[CellRun, ...] = ()
         self.last_task: asyncio.Task[None] | None = None  # of the newest run
         self.status: ActorStatus | None = None  # None until the first incarnation started
         self.progress: RunProgress | None = None
@@ -165,7 +167,7 @@ class AgentCell:
     # -- runs (on the loop) -----------------------------------------------------------------------
 
     def run_started(self, run: CellRun) -> None:
-        self.runs.append(run)
+        self.runs = (*self.runs, run)
 
     def undelivered(self) -> CellRun | None:
         """The newest run whose end is not delivered yet."""
@@ -182,7 +184,7 @@ class AgentCell:
         ready, self.incarnation = self.incarnation, LoopFuture()
         ready.set(False)  # waiters for a restart: none comes
         self.log.info("agent.ended", reason=reason)
-        for run in list(self.runs):
+        for run in self.runs:
             run.signal.abort(reason)
         if not self.runs:
             self.close_subscriptions()
@@ -190,8 +192,7 @@ class AgentCell:
     def run_delivered(self, run: CellRun) -> None:
         """`run`'s end reached the subscriptions: close them if the agent has ended and no
         other run's end is still to come."""
-        with contextlib.suppress(ValueError):
-            self.runs.remove(run)
+        self.runs = tuple(r for r in self.runs if r is not run)
         if self.stopped and not self.runs:
             self.close_subscriptions()
 
