@@ -62,10 +62,10 @@ REASONS: dict[str, str] = {
     "actor, cell, registry, monitors) and the collector",
     "100,000 idle agents on the runtime's loop (astart_agent, state(), astop)": "no hop and "
     "no thread (~50 us of start and ~37 us of stop per agent with the collector off, ~10 s "
-    "in all); the rest is CPython's cyclic garbage collector: ~40 tracked objects per agent, "
-    "and each full collection walks every agent started so far (16 of them took 12.5 s of "
-    "24.8 s in a run on 2026-12-06)",
-    "spawn + stop of an agent, p50": "the floor is 0.55-0.96x: the library's work per spawn "
+    "in all); the rest is CPython's cyclic garbage collector: 37 tracked objects per agent, "
+    "and each full collection walks every agent started so far (15 of them took 10.5 s of "
+    "26.9 s in a run on 2026-12-06)",
+    "spawn + stop of an agent, p50": "the floor is 0.55-1.07x: the library's work per spawn "
     "and stop on the two threads (options validated, actor and cell, registry, monitors, "
     "log calls), ~120 us on a fast day, against an empty thread actor; on the runtime's loop "
     "(the row below it) the same agent starts and stops in a third of that actor's time",
