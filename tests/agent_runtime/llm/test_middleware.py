@@ -168,9 +168,20 @@ def test_a_stream_is_retried_before_its_first_chunk_only() -> None:
 
 def test_abort_ends_a_backoff_wait_early() -> None:
     inner = ScriptedModel([ScriptedTurn(error=ProviderError("down")), ScriptedTurn(text="ok")])
-    model = RetryingModel(inner, base_delay=60.0, jitter=0.0)
+    waiting = threading.Event()
+
+    async def sleep(delay: float) -> None:  # the real wait, which says when it began
+        waiting.set()
+        await asyncio.sleep(delay)
+
+    model = RetryingModel(inner, base_delay=60.0, jitter=0.0, sleep=sleep)
     signal = AbortSignal()
-    threading.Timer(0.05, signal.abort, args=("user_abort",)).start()
+
+    def abort_once_waiting() -> None:  # from another thread, as a caller's abort comes
+        if waiting.wait(10):
+            signal.abort("user_abort")
+
+    threading.Thread(target=abort_once_waiting, daemon=True).start()
 
     async def run() -> float:
         loop = asyncio.get_running_loop()
