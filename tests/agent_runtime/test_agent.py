@@ -593,7 +593,12 @@ def test_ten_concurrent_aborts_do_not_crash_the_agent(runtime: Runtime) -> None:
 
 def test_a_run_canceled_by_abort_raises_run_canceled(runtime: Runtime) -> None:
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([slow_turn()]))
-    threading.Timer(0.05, agent.abort, args=("user_abort",)).start()
+
+    def abort_once_running() -> None:  # an abort of an idle agent would find no run
+        wait_until(lambda: agent.state().is_running, timeout=5, what="the run started")
+        agent.abort("user_abort")
+
+    threading.Thread(target=abort_once_running, daemon=True).start()
     with pytest.raises(RunCanceled, match="user_abort"):
         agent.run("go", timeout=5)
 
