@@ -103,7 +103,7 @@ class GapQueue(Generic[T]):
     def append_within(self, item: T, room: int) -> bool:
         """`append` of an unpinned `item` while fewer than `room` items take space; False,
         nothing queued, when they fill it (the owner's overflow policy decides then)."""
-        if len(self._items) - self._pinned >= room:
+        if self.held >= room:
             return False
         self.append(item, False)
         return True
