@@ -86,6 +86,7 @@ class _Spawner:
             AgentStopped: the agent was stopped (its subagent would outlive it).
         """
         cell = self.cell
-        if cell.stopped or cell.handle is None:
+        handle = cell.handle  # read once: the agent's end sets it to None on the loop
+        if cell.stopped or handle is None:
             raise AgentStopped(cell.key)
-        return cell.handle
+        return handle
