@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, Unpack, overload
 
 import pykka
@@ -221,12 +221,10 @@ class Subagents:
         """`ToolContext.spawn` for tools of `parent`: the next free index of `role` in the
         parent's session, tied to the parent (stopped with it)."""
         options = _spawned(options)
-        session = parent.key.session
-        for _ in range(SPAWN_ATTEMPTS):
-            index = self._runtime.registry.next_index(session, role)
+        for key in self._spawn_keys(parent, role):
             with contextlib.suppress(AlreadyRegistered):
-                return self._start(AgentKey(session, role, index), options, parent=parent._cell)
-        raise AlreadyRegistered(AgentKey(session, role, -1), None)
+                return self._start(key, options, parent=parent._cell)
+        raise AlreadyRegistered(AgentKey(parent.key.session, role, -1), None)
 
     async def aspawn(self, parent: Agent, role: str, options: dict[str, Any]) -> Agent:
         """`spawn`, awaited on the runtime's event loop (`ToolContext.aspawn` in an `async
@@ -237,12 +235,17 @@ class Subagents:
         """
         self._check_on_loop("Subagents.aspawn()")
         options = _spawned(options)
-        session = parent.key.session
-        for _ in range(SPAWN_ATTEMPTS):
-            key = AgentKey(session, role, self._runtime.registry.next_index(session, role))
+        for key in self._spawn_keys(parent, role):
             with contextlib.suppress(AlreadyRegistered):
                 return await self._astart(key, options, parent=parent._cell)
-        raise AlreadyRegistered(AgentKey(session, role, -1), None)
+        raise AlreadyRegistered(AgentKey(parent.key.session, role, -1), None)
+
+    def _spawn_keys(self, parent: Agent, role: str) -> Iterator[AgentKey]:
+        """The keys a spawn of `role` tries, each the next free index of `role` in the
+        parent's session when it is asked for (another start may take it first)."""
+        session = parent.key.session
+        for _ in range(SPAWN_ATTEMPTS):
+            yield AgentKey(session, role, self._runtime.registry.next_index(session, role))
 
     def stop(self, agent_or_key: Agent | AgentKey | tuple[str, str, int]) -> bool:
         """Stop an agent (its run aborted, its spawned subagents stopped first); False if no
