@@ -864,10 +864,15 @@ def test_an_offer_whose_checks_the_caller_made_is_an_offer(
                 seen.append("closed")
         outcomes.append(seen)
         streams.append(stream)
+    assert_alike(outcomes, streams)
+
+
+def assert_alike(outcomes: list[list[Any]], streams: list[EventStream]) -> None:
+    """Two ways of offering the same events left the same answers, counters and queue."""
     assert outcomes[0] == outcomes[1]
-    plain, known = streams
-    assert plain.stats() == known.stats()
-    assert seqs(plain.pull_many(100, timeout=0)) == seqs(known.pull_many(100, timeout=0))
+    first, second = streams
+    assert first.stats() == second.stats()
+    assert seqs(first.pull_many(100, timeout=0)) == seqs(second.pull_many(100, timeout=0))
 
 
 @settings(max_examples=80, deadline=None)
@@ -899,10 +904,7 @@ def test_offer_data_is_offer_known_of_an_event_that_is_no_terminal(
                 seen.append(False)  # what offer_data answers once the stream has ended
         outcomes.append(seen)
         streams.append(stream)
-    assert outcomes[0] == outcomes[1]
-    slow, fast_stream = streams
-    assert slow.stats() == fast_stream.stats()
-    assert seqs(slow.pull_many(100, timeout=0)) == seqs(fast_stream.pull_many(100, timeout=0))
+    assert_alike(outcomes, streams)
 
 
 # -- readers on other threads, woken once per step of a producing event loop -------------------
