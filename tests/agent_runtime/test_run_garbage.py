@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 
@@ -118,12 +117,12 @@ def _aborted(agent: Agent) -> None:
 
 
 def _steered(agent: Agent) -> None:
-    started = threading.Event()
+    steered = False
     with agent.subscribe() as sub:
         agent.prompt("hi")
         for event in sub.until_end(timeout=10):
-            if event.type == "tool_execution_start" and not started.is_set():
-                started.set()
+            if event.type == "tool_execution_start" and not steered:
+                steered = True
                 agent.steer("also this")
                 agent.follow_up("and then this")
             if event.type in ("agent_end", "canceled", "error"):
