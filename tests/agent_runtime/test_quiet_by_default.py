@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import structlog
@@ -77,3 +78,45 @@ def test_asking_configures_structlog_from_telemetry(ask: str) -> None:
     config = RuntimeConfig(memory=MemoryConfig(store="memory"), telemetry=telemetry)
     with Runtime.start(config, configure_logging=ask == "argument"):
         assert structlog.is_configured()
+
+
+def _capture_at(level: int, wrapper_class: Any = None) -> list[dict[str, Any]]:
+    """Configure structlog to keep each logged event dict (from `level` up), in a list."""
+    lines: list[dict[str, Any]] = []
+
+    def keep(_logger: Any, _method: str, event: dict[str, Any]) -> str:
+        lines.append(event)
+        return ""
+
+    structlog.configure(
+        processors=[keep],
+        wrapper_class=wrapper_class or structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.ReturnLoggerFactory(),
+        cache_logger_on_first_use=False,
+    )
+    return lines
+
+
+def test_a_reconfigured_level_applies_to_the_next_line_of_every_logger() -> None:
+    log = get_logger("agent_runtime.test").bind(agent="a")
+    lines = _capture_at(logging.INFO)
+    log.debug("hidden")
+    log.info("shown")
+    assert not log.is_enabled_for(logging.DEBUG) and log.is_enabled_for(logging.INFO)
+    lines = _capture_at(logging.DEBUG)  # the level is read per call, not kept from before
+    log.debug("now shown")
+    assert log.is_enabled_for(logging.DEBUG)
+    assert [(e["event"], e["agent"]) for e in lines] == [("now shown", "a")]
+    lines = _capture_at(logging.ERROR)
+    log.warning("hidden")
+    log.exception("an error with its traceback")
+    assert [e["event"] for e in lines] == ["an error with its traceback"]
+
+
+def test_another_wrapper_class_decides_for_itself() -> None:
+    """A wrapper that is not a filtering bound logger is asked per line (here: every line)."""
+    lines = _capture_at(logging.NOTSET, wrapper_class=structlog.BoundLogger)
+    log = get_logger("agent_runtime.test")
+    log.debug("kept")
+    assert log.is_enabled_for(logging.DEBUG)
+    assert [e["event"] for e in lines] == ["kept"]
