@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -150,6 +150,8 @@ class AgentRun:
         # The latest MessageStart/MessageUpdate of the answer streaming now (its message is
         # made only when someone asks: state()).
         self.stream_event: MessageStart | MessageUpdate | None = None
+        # Or, while its tokens go unheard, the answer as it grows (the loop makes no events).
+        self.stream_live: Callable[[], AssistantMessage] | None = None
         self.taken: dict[int, Queued] = {}  # taken by id(message), for what comes back
         self.last_seq = 0  # of the loop's last event, for an end the run has to make
         self.counters = cell.host.counters
@@ -169,6 +171,9 @@ class AgentRun:
     @property
     def stream_message(self) -> AssistantMessage | None:
         """The answer streaming now, as far as it got."""
+        live = self.stream_live
+        if live is not None:
+            return live()
         event = self.stream_event
         message = event.message if event is not None else None
         return message if isinstance(message, AssistantMessage) else None
@@ -269,7 +274,7 @@ class AgentRun:
                 context,
                 self._loop_config(),
                 self.signal,
-                self.on_update,
+                self,
             )
             while self.terminal is None:
                 try:  # `anext` itself, not a coroutine of ours around it: once per event
@@ -367,11 +372,18 @@ class AgentRun:
         if behind is not None:
             await behind
 
-    def on_update(self, event: MessageUpdate) -> Awaitable[None] | None:
-        """A streamed token of the run, handed over by the loop in place of yielding it."""
+    # -- the loop's UpdateSink: streamed tokens, handed over in place of being yielded ----------
+
+    def heard(self) -> bool:
+        return self.cell.listened()
+
+    def update(self, event: MessageUpdate) -> Awaitable[None] | None:
         self.last_seq = event.seq
-        self.stream_event = event
+        self.stream_event, self.stream_live = event, None
         return self._hand_out(event, False)
+
+    def unheard(self, answer: Callable[[], AssistantMessage]) -> None:
+        self.stream_event, self.stream_live = None, answer
 
     def _hand_out(self, event: Event, terminal: bool) -> Awaitable[None] | None:
         """Give `event` to the run's subscribers and a delegating parent's; what to await
@@ -419,13 +431,13 @@ class AgentRun:
 
     def _apply(self, event: Event) -> None:
         if isinstance(event, MessageUpdate):
-            self.stream_event = event
+            self.stream_event, self.stream_live = event, None
         elif isinstance(event, MessageStart):
             if isinstance(event.message, AssistantMessage):
-                self.stream_event = event
+                self.stream_event, self.stream_live = event, None
                 self._progress("streaming")
         elif isinstance(event, MessageEnd):
-            self.stream_event = None
+            self.stream_event = self.stream_live = None
             message = event.message
             if isinstance(message, AssistantMessage):
                 self.counters.tokens_used(message.usage.input_tokens, message.usage.output_tokens)

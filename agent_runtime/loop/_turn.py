@@ -191,7 +191,8 @@ async def stream_turn(
 
     `on_update`, when given, takes each `MessageUpdate` instead of the generator yielding it
     (the run's one consumer handing a token on without two generator layers in between); an
-    awaitable it returns is awaited before the next chunk is read (backpressure).
+    awaitable it returns is awaited before the next chunk is read (backpressure). While it
+    hears nobody, no `MessageUpdate` is made (`UpdateSink.unheard`).
 
     A failed attempt ends with a MessageEnd of its partial message (stop_reason `error`) and
     is never committed; its tool calls never run. An abort (of the stream or of a backoff
@@ -215,6 +216,7 @@ async def stream_turn(
         info = model.info
         builder = ChatResponseBuilder(model=info.model, provider=info.provider)
         started = False
+        unheard = False  # on_update was given the growing answer and hears nobody since
         try:
             chunks = open_stream(request, config, signal)
             try:
@@ -222,14 +224,23 @@ async def stream_turn(
                     if not started:
                         started = True
                         yield stamp(MessageStart, message=builder.snapshot())
-                    delta = _delta(chunk, builder.add(chunk))
+                    index = builder.add(chunk)
+                    if index is None:
+                        continue
+                    if on_update is not None and not on_update.heard():
+                        if not unheard:
+                            unheard = True
+                            on_update.unheard(builder.snapshot)
+                        continue
+                    delta = _delta(chunk, index)
                     if delta is not None:
+                        unheard = False
                         update = stamp(
                             MessageUpdate, snapshot=builder.deferred_snapshot(), delta=delta
                         )
                         if on_update is None:
                             yield update
-                        elif (wait := on_update(update)) is not None:
+                        elif (wait := on_update.update(update)) is not None:
                             await wait
             finally:
                 await aclose_quietly(chunks)  # a run closed mid-answer closes it now, not at GC

@@ -17,7 +17,7 @@ from agent_runtime.llm.base import ChatModel, check_chat_model
 from agent_runtime.llm.types import ReasoningLevel
 from agent_runtime.loop._output import OutputSpec
 from agent_runtime.loop._transcript import TranscriptState
-from agent_runtime.messages import Message
+from agent_runtime.messages import AssistantMessage, Message
 from agent_runtime.tools import Tool
 
 MessagesGetter = Callable[[], list[Message]]
@@ -33,9 +33,24 @@ class Stamp(Protocol):
     def __call__(self, kind: type[E], /, **fields: Any) -> E: ...
 
 
-# Takes a run's MessageUpdate in place of the run's generator yielding it; returns None, or an
-# awaitable the run awaits before it reads the next chunk (the consumer's backpressure).
-UpdateSink = Callable[[MessageUpdate], Awaitable[None] | None]
+class UpdateSink(Protocol):
+    """Takes a run's streamed tokens in place of the run's generator yielding them."""
+
+    def heard(self) -> bool:
+        """Whether a `MessageUpdate` made now would reach anyone. While nobody hears, the
+        loop makes none (no `seq` is used: each stream stays gap-free) and calls `unheard`."""
+        ...
+
+    def update(self, event: MessageUpdate) -> Awaitable[None] | None:
+        """Take one `MessageUpdate`; returns None, or an awaitable the run awaits before it
+        reads the next chunk (the consumer's backpressure)."""
+        ...
+
+    def unheard(self, answer: Callable[[], AssistantMessage]) -> None:
+        """Tokens of the answer now streaming go unheard: `answer()` makes the message as far
+        as it has grown when called (until the next `MessageEnd`). Called once when tokens
+        stop being heard, not once per token."""
+        ...
 
 
 class LoopHost(Protocol):

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from agent_runtime.llm import ChatRequest, ProviderError
 from agent_runtime.loop import RetryPolicy, validate_transcript
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import ToolCall, ToolResultMessage, UserMessage
-from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, ToolContext, tool
 from supervisors import kill
 
@@ -1046,3 +1046,36 @@ def test_abort_of_an_idle_agent_returns_false(runtime: Runtime) -> None:
     agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel([]))
     assert agent.abort() is False
     assert not any(isinstance(e, (ToolExecutionStart, Canceled)) for e in [])
+
+
+def test_state_shows_the_answer_as_it_streams_whether_or_not_anyone_listens(
+    runtime: Runtime,
+) -> None:
+    pieces = ["one ", "two ", "three"]
+    gates = [threading.Event() for _ in pieces]
+
+    def stream(_request: object) -> Iterator[str]:
+        for piece, gate in zip(pieces, gates, strict=True):
+            yield piece
+            gate.wait(5)
+
+    agent = runtime.start_agent(("s", "main", 0), model=FunctionModel(stream))
+
+    def streaming_text() -> str | None:
+        message = agent.state().stream_message
+        return None if message is None else message.text
+
+    agent.prompt("go")  # nobody listens: the tokens make no events, state() still sees them
+    wait_until(lambda: streaming_text() == "one ", what="the first token")
+    gates[0].set()
+    wait_until(lambda: streaming_text() == "one two ", what="the second token")
+    with agent.subscribe() as sub:  # from here on the tokens are events too
+        gates[1].set()
+        wait_until(lambda: streaming_text() == "one two three", what="the third token")
+        gates[2].set()
+        seen = list(sub.until_end(timeout=5))
+    assert agent.state().stream_message is None
+    updates = [e for e in seen if isinstance(e, MessageUpdate)]
+    assert [(u.delta.delta, u.message.text) for u in updates] == [("three", "one two three")]
+    seqs = [e.seq for e in seen]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # gap-free from where it joined
