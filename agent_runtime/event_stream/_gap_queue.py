@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -99,6 +100,21 @@ class GapQueue(Generic[T]):
             pinned = self._is_pinned is not None and self._is_pinned(item)
         if pinned:
             self._pinned += 1
+
+    def extend(self, items: Sequence[T]) -> None:
+        """`append` of each of `items`, none of them pinned, in one go."""
+        count = len(items)
+        if not count:
+            return
+        self._items.extend(items)
+        gaps = self._gaps
+        gaps.append(self._tail_gap)
+        if count > 1:
+            gaps.extend(itertools.repeat(0, count - 1))
+        if self._tail_gap:
+            self._gapped += 1
+            self._tail_gap = 0
+        self.accepted += count
 
     def append_within(self, item: T, room: int) -> bool:
         """`append` of an unpinned `item` while fewer than `room` items take space; False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from agent_runtime._errors import (
@@ -294,6 +294,43 @@ class EventStream:
             if not self._queue.append_within(event, self._max_queue):
                 return self._offer_locked(event, self._overflow, False)
             self._wake_readers_locked()
+            return True
+
+    def room(self) -> int:
+        """How many more events fit before the stream is full (0 once it has ended): a
+        producer that gathers events to `offer_many` gathers no more than this."""
+        with self._lock:
+            if self._terminal is not None:
+                return 0
+            return max(self._max_queue - self._queue.held, 0)
+
+    def offer_many(self, events: Sequence[Event]) -> bool:
+        """Queue `events` (in `seq` order, none a run's terminal) in one go, with one wake-up
+        of the readers, each as one at a time would be: under `"block"` as `offer_data`
+        (the caller made sure they fit, `room()`; any beyond it are queued all the same, so
+        none is lost), under `"drop_oldest"`/`"drop_newest"` as `push_async`, under `"error"`
+        as `push(event, timeout=0)`. False, nothing queued, once the stream has ended.
+
+        Raises:
+            StreamOverflow: `"error"` and the stream filled up (the events before the one
+                that did not fit are queued).
+        """
+        if not events:
+            return True
+        with self._lock:
+            if self._terminal is not None:
+                return False
+            queue = self._queue
+            policy = self._overflow
+            if policy == "block" or len(events) <= self._max_queue - queue.held:
+                last = events[-1].seq
+                if last > self._max_seq:
+                    self._max_seq = last
+                queue.extend(events)
+                self._wake_readers_locked()
+                return True
+            for event in events:
+                self._offer_locked(event, policy, False)
             return True
 
     def push_async(self, event: Event) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from types import TracebackType
 
 from agent_runtime._errors import StreamClosed, StreamOverflow
@@ -247,6 +247,21 @@ def deliver_now(
     except StreamClosed:  # closed concurrently
         return False
     return True
+
+
+def deliver_many(
+    ref: weakref.ref[Subscription], stream: EventStream, events: Sequence[Event]
+) -> bool:
+    """`deliver_now` of each of `events` (none a run's terminal) in one go, to the
+    subscription behind `ref` whose buffer is `stream`: a `block` subscription must have room
+    for them all (`stream.room()`). False once the subscription is closed or gone."""
+    try:
+        return stream.offer_many(events)
+    except StreamOverflow:  # "error": closed at once when full
+        _overflowed(ref, stream, "error")
+        return False
+    except StreamClosed:  # closed concurrently
+        return False
 
 
 async def deliver(ref: weakref.ref[Subscription], event: Event) -> bool:

@@ -907,6 +907,67 @@ def test_offer_data_is_offer_known_of_an_event_that_is_no_terminal(
     assert_alike(outcomes, streams)
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    ops=st.lists(
+        st.one_of(st.integers(min_value=1, max_value=5), st.sampled_from(["end", "take"])),
+        max_size=12,
+    ),
+    overflow=st.sampled_from(["block", "drop_oldest", "drop_newest", "error"]),
+    max_queue=st.integers(min_value=1, max_value=4),
+)
+def test_offer_many_is_each_event_offered_in_turn(
+    ops: list[int | str], overflow: OverflowPolicy, max_queue: int
+) -> None:
+    # The fan-out of a loop step's tokens: `offer_many` of a batch to each subscription. Under
+    # "block" the fan-out gathers no more than `room()`, so only such batches are offered.
+    outcomes: list[list[Any]] = []
+    streams = []
+    for many in (False, True):
+        stream = EventStream(max_queue=max_queue, overflow=overflow, multi_run=True)
+        seen: list[Any] = []
+        seq = 0
+        for op in ops:
+            if op == "take":
+                seen.append(seqs(stream.pull_many(1, timeout=0)))
+                continue
+            if op == "end":
+                seq += 1
+                seen.append(stream.offer_known(AgentEnd(seq=seq), True))
+                continue
+            count = op if overflow != "block" else min(op, stream.room())
+            batch = [ev(seq + i + 1) for i in range(count)]
+            seq += count
+            seen.append(("room", stream.room()))
+            try:
+                if many:
+                    seen.append(stream.offer_many(batch))
+                else:
+                    for event in batch:
+                        if overflow == "block":
+                            assert stream.offer_data(event) is True
+                        elif overflow == "error":
+                            stream.push(event, timeout=0)
+                        else:
+                            stream.push_async(event)
+                    seen.append(True)
+            except StreamOverflow:
+                seen.append("overflow")
+        outcomes.append(seen)
+        streams.append(stream)
+    assert_alike(outcomes, streams)
+
+
+def test_offer_many_of_nothing_queues_nothing_and_of_an_ended_stream_is_refused() -> None:
+    stream = EventStream(max_queue=2, overflow="block", multi_run=True)
+    assert stream.offer_many([]) is True and stream.room() == 2
+    assert stream.offer_many([ev(1)]) is True and stream.room() == 1
+    stream.complete()
+    assert stream.room() == 0
+    assert stream.offer_many([ev(2)]) is False
+    assert [e.seq for e in stream.pull_many(10, timeout=0) if not is_terminal(e)] == [1]
+
+
 # -- readers on other threads, woken once per step of a producing event loop -------------------
 
 
