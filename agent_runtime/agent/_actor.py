@@ -64,6 +64,7 @@ from agent_runtime.agent._run_queues import RunQueues
 from agent_runtime.agent._session_sync import SessionMirror
 from agent_runtime.agent._settings import loop_config
 from agent_runtime.agent._status import ActorStatus
+from agent_runtime.agent._step_batch import flush_gathered
 from agent_runtime.config import QueueMode
 from agent_runtime.events import Error
 from agent_runtime.llm.base import ChatModel
@@ -565,6 +566,9 @@ class AgentActor(AsyncioActor):
 
     def _publish_subscriptions(self, refs: list[Any]) -> None:
         if not self.cell.stopped:
+            # Tokens gathered for the old set go to it first: a new subscription gets none
+            # made before it began, a closing one all made before it closed.
+            flush_gathered()
             self.cell.subscriptions = tuple(refs)
 
     # -- state ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import functools
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import pykka
@@ -21,9 +21,10 @@ from agent_runtime.agent._host import AgentHost
 from agent_runtime.agent._options import AgentOptions
 from agent_runtime.agent._protocol import PruneSubscriptions
 from agent_runtime.agent._status import ActorStatus, RunProgress
+from agent_runtime.agent._step_batch import flush_gathered, step_batch
 from agent_runtime.event_stream import Subscription
 from agent_runtime.event_stream._subscription import deliver, deliver_now
-from agent_runtime.events import Event
+from agent_runtime.events import Event, MessageUpdate
 from agent_runtime.messages import Message
 from supervisors import ExitReason, LoopFuture
 from supervisors._log import LibraryLogger, get_logger
@@ -197,6 +198,7 @@ class AgentCell:
             self.close_subscriptions()
 
     def close_subscriptions(self) -> None:
+        flush_gathered()  # the tokens made before the end, first
         refs, self.subscriptions = self.subscriptions, ()
         for ref in refs:
             sub = ref()
@@ -220,11 +222,22 @@ class AgentCell:
 
     # -- fan-out (on the loop) --------------------------------------------------------------------
 
+    def hand_out_token(self, event: MessageUpdate) -> Awaitable[None] | None:
+        """Hand a streamed token to the subscriptions (this agent's and its ancestors'):
+        gathered with the other tokens of the loop's step (`_step_batch`), or, when a `block`
+        subscription is full, delivered as any event is; what to await then."""
+        if step_batch(asyncio.get_running_loop()).add(self, event):
+            return None
+        full = self.fan_out_now(event, False)
+        return self.fan_out_rest(full, event) if full else None
+
     def fan_out_now(self, event: Event, terminal: bool) -> list[weakref.ref[Subscription]]:
         """Deliver `event` (`terminal`: `is_terminal(event)`, asked once for every
         subscription) to this agent's subscriptions, then to its ancestors' (delegation),
-        without waiting; returns those full `block` subscriptions that must be waited for
-        (`fan_out_rest`), in order. The common case, nobody full, costs no coroutine."""
+        without waiting, after the tokens gathered on this loop; returns those full `block`
+        subscriptions that must be waited for (`fan_out_rest`), in order. The common case,
+        nobody full, costs no coroutine."""
+        flush_gathered()
         full: list[weakref.ref[Subscription]] = []
         cell: AgentCell | None = self
         while cell is not None:
@@ -245,6 +258,7 @@ class AgentCell:
 
     def push_now(self, event: Event) -> None:
         """Hand `event` to every subscription without waiting (the loop is going away)."""
+        flush_gathered()
         cell: AgentCell | None = self
         while cell is not None:
             for ref in cell.subscriptions:

@@ -380,7 +380,7 @@ class AgentRun:
     def update(self, event: MessageUpdate) -> Awaitable[None] | None:
         self.last_seq = event.seq
         self.stream_event, self.stream_live = event, None
-        return self._hand_out(event, False)
+        return self.cell.hand_out_token(event)
 
     def unheard(self, answer: Callable[[], AssistantMessage]) -> None:
         self.stream_event, self.stream_live = None, answer
