@@ -36,7 +36,10 @@ REASONS: dict[str, str] = {
     "one text turn, p50": "the run's own work, not the hops (the floor is 0.66-1.0x): a flat "
     "profile, no function above 5%; in-process, about 270 us of a turn's loop CPU is fixed "
     "(the start, eight structural events, the actor's messages for start, commits and end, "
-    "the caller's result) and each of the twenty deltas adds ~5 us (fast days' figures)",
+    "the caller's result) and each of the twenty deltas adds ~4.5 us with nobody listening "
+    "(fast days' figures); a synchronous caller's turn also runs on a loop thread that has "
+    "just woken, where the same Python work takes ~1.8x as long as back to back (160 us "
+    "against 290 us in one process, 2026-12-07)",
     "one text turn, p99": "the p50's work and the machine's jitter (the threads' wake-ups): "
     "a run leaves nothing to the cyclic garbage collector, and no collection falls in 2,000 "
     "turns (one every ~17 turns before 2026-12-06's night)",
@@ -50,10 +53,11 @@ REASONS: dict[str, str] = {
     "2500 concurrent runs of a 100 ms model, wall": "as for 1000 runs; the floor alone is "
     "4.2-4.4x, over the target",
     "1000 streamed deltas to one subscriber": "~9 us of CPU per delta on a fast day (26 us on a "
-    "slow one), ~90% of it on the loop: the chunk's abort check, the message builder, the "
-    "per-token event, the fan-out; the target leaves 6.7 us",
-    "1000 deltas, each of 10 subscribers": "the fan-out to ten subscriptions and ten reader "
-    "threads woken per burst of deltas, for one GIL",
+    "slow one), ~90% of it on the loop: the model's chunk and its abort check, the message "
+    "builder, the per-token event and its snapshot; the target leaves 6.7 us",
+    "1000 deltas, each of 10 subscribers": "ten reader threads for one GIL (the run's fan-out "
+    "is one batch per subscription per loop step since 2026-12-07: ten subscriptions cost "
+    "the loop about what one costs)",
     "RSS per idle agent (100,000 agents)": "an agent's actor, cell, validated options and "
     "supervisor records",
     "100,000 idle agents: start, state() each, stop": "the floor alone is 18-34 s: a bare loop "
