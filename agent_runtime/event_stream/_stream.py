@@ -164,6 +164,7 @@ class EventStream:
         self._max_seq = 0
         # The loop at whose step's end readers on other threads are owed a wake-up, if any.
         self._wake_owed_by: asyncio.AbstractEventLoop | None = None
+        self._waiting_pushers = 0  # `push`/`apush` calls waiting for space (`room()`)
         self._multi_run = multi_run
         self._end_callbacks: list[EndCallback] = []
         self._watchdog = Watchdog()
@@ -230,13 +231,20 @@ class EventStream:
         if self._ends_with(event):
             return self._end_with(event, strict=True)
         deadline = deadline_after(timeout, "push timeout")
+        waiting = False
         with self._lock:
-            while (accepted := self._offer_locked(event, self._overflow)) is None:
-                left = remaining(deadline)
-                if left is not None and left <= 0:
-                    raise self._full(timeout)
-                self._wake_now_locked()  # a reader must make the space: it may not wait
-                self._writable.wait(left)
+            try:
+                while (accepted := self._offer_locked(event, self._overflow)) is None:
+                    left = remaining(deadline)
+                    if left is not None and left <= 0:
+                        raise self._full(timeout)
+                    if not waiting:
+                        waiting, self._waiting_pushers = True, self._waiting_pushers + 1
+                    self._wake_now_locked()  # a reader must make the space: it may not wait
+                    self._writable.wait(left)
+            finally:
+                if waiting:
+                    self._waiting_pushers -= 1
         return accepted
 
     async def apush(self, event: Event, timeout: float | None = None) -> bool:
@@ -249,18 +257,26 @@ class EventStream:
         if self._ends_with(event):
             return self._end_with(event, strict=True)
         deadline = deadline_after(timeout, "push timeout")
-        while True:
-            with self._lock:
-                accepted = self._offer_locked(event, self._overflow)
-                if accepted is not None:
-                    return accepted
-                left = remaining(deadline)
-                if left is not None and left <= 0:
-                    raise self._full(timeout)
-                self._wake_now_locked()
-                fut = self._async_writable.add_locked()
-            with contextlib.suppress(TimeoutError):  # the next offer raises StreamOverflow
-                await self._await(fut, self._async_writable, left)
+        waiting = False
+        try:
+            while True:
+                with self._lock:
+                    accepted = self._offer_locked(event, self._overflow)
+                    if accepted is not None:
+                        return accepted
+                    left = remaining(deadline)
+                    if left is not None and left <= 0:
+                        raise self._full(timeout)
+                    if not waiting:
+                        waiting, self._waiting_pushers = True, self._waiting_pushers + 1
+                    self._wake_now_locked()
+                    fut = self._async_writable.add_locked()
+                with contextlib.suppress(TimeoutError):  # the next offer raises StreamOverflow
+                    await self._await(fut, self._async_writable, left)
+        finally:
+            if waiting:
+                with self._lock:
+                    self._waiting_pushers -= 1
 
     def offer(self, event: Event) -> bool | None:
         """`push` that never waits: True queued, False discarded (`drop_newest`), None when the
@@ -297,12 +313,13 @@ class EventStream:
             return True
 
     def room(self) -> int:
-        """How many more events fit before the stream is full (0 once it has ended): a
+        """How many more events fit before the stream is full, less one for each pusher
+        waiting for space (its event is owed the next free place); 0 once it has ended. A
         producer that gathers events to `offer_many` gathers no more than this."""
         with self._lock:
             if self._terminal is not None:
                 return 0
-            return max(self._max_queue - self._queue.held, 0)
+            return max(self._max_queue - self._queue.held - self._waiting_pushers, 0)
 
     def offer_many(self, events: Sequence[Event]) -> bool:
         """Queue `events` (in `seq` order, none a run's terminal) in one go, with one wake-up

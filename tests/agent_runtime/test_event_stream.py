@@ -958,6 +958,24 @@ def test_offer_many_is_each_event_offered_in_turn(
     assert_alike(outcomes, streams)
 
 
+def test_room_keeps_a_freed_place_for_the_pusher_waiting_for_it() -> None:
+    async def scenario() -> tuple[list[int], list[Any]]:
+        stream = EventStream(max_queue=2, overflow="block", multi_run=True)
+        assert stream.offer_many([ev(1), ev(2)]) is True
+        rooms = [stream.room()]
+        waiting = asyncio.ensure_future(stream.apush(ev(3)))
+        await asyncio.sleep(0)  # it waits for space
+        taken = seqs(stream.pull_many(1, timeout=0))
+        rooms.append(stream.room())  # the freed place is the waiting pusher's
+        assert await waiting is True
+        rooms.append(stream.room())
+        return rooms, taken + seqs(stream.pull_many(10, timeout=0))
+
+    rooms, taken = asyncio.run(scenario())
+    assert rooms == [0, 0, 0]
+    assert taken == [1, 2, 3]
+
+
 def test_offer_many_of_nothing_queues_nothing_and_of_an_ended_stream_is_refused() -> None:
     stream = EventStream(max_queue=2, overflow="block", multi_run=True)
     assert stream.offer_many([]) is True and stream.room() == 2
