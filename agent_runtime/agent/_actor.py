@@ -568,7 +568,7 @@ class AgentActor(AsyncioActor):
         if not self.cell.stopped:
             # Tokens gathered for the old set go to it first: a new subscription gets none
             # made before it began, a closing one all made before it closed.
-            flush_gathered()
+            flush_gathered(self.cell.loop)
             self.cell.subscriptions = tuple(refs)
 
     # -- state ------------------------------------------------------------------------------------

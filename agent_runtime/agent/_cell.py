@@ -198,7 +198,7 @@ class AgentCell:
             self.close_subscriptions()
 
     def close_subscriptions(self) -> None:
-        flush_gathered()  # the tokens made before the end, first
+        flush_gathered(self.loop)  # the tokens made before the end, first
         refs, self.subscriptions = self.subscriptions, ()
         for ref in refs:
             sub = ref()
@@ -237,7 +237,7 @@ class AgentCell:
         without waiting, after the tokens gathered on this loop; returns those full `block`
         subscriptions that must be waited for (`fan_out_rest`), in order. The common case,
         nobody full, costs no coroutine."""
-        flush_gathered()
+        flush_gathered(self.loop)
         full: list[weakref.ref[Subscription]] = []
         cell: AgentCell | None = self
         while cell is not None:
@@ -258,7 +258,7 @@ class AgentCell:
 
     def push_now(self, event: Event) -> None:
         """Hand `event` to every subscription without waiting (the loop is going away)."""
-        flush_gathered()
+        flush_gathered(self.loop)
         cell: AgentCell | None = self
         while cell is not None:
             for ref in cell.subscriptions:

@@ -12,7 +12,8 @@ subscription takes them as one batch:
 - when a `block` subscription would be full: the batch never holds more tokens for a
   subscription than it has room for (other batches' claims counted), so backpressure and
   the bound of the buffer hold as they do token by token.
-One `StepBatch` per thread that runs an event loop; only that thread touches it.
+One `StepBatch` per event loop, touched only by the loop's thread while the loop lives; once
+it is closed (its thread died), whoever ends its agents flushes it from their own thread.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from typing import Protocol
 from agent_runtime.event_stream import EventStream, Subscription
 from agent_runtime.event_stream._subscription import deliver_many
 from agent_runtime.events import Event
+from supervisors._log import get_logger
+
+log = get_logger(__name__)
 
 # At most this many tokens in one batch when no `block` subscription bounds it.
 MAX_BATCH = 4096
@@ -118,10 +122,16 @@ class StepBatch:
         for batch in gathered:
             events = batch.events
             for ref, stream in batch.targets:
-                deliver_many(ref, stream, events)
+                try:
+                    deliver_many(ref, stream, events)
+                except Exception:  # a bug: the other subscriptions still get theirs
+                    log.exception("fan_out.batch_failed", events=len(events))
 
 
-_local = threading.local()
+_local = threading.local()  # the batch of the loop the thread ran last: the per-token path
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StepBatch] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def step_batch(loop: asyncio.AbstractEventLoop) -> StepBatch:
@@ -130,13 +140,17 @@ def step_batch(loop: asyncio.AbstractEventLoop) -> StepBatch:
     if batch is None or batch.loop is not loop:
         if batch is not None:  # a loop of this thread that ended with tokens gathered
             batch.flush()
-        batch = _local.batch = StepBatch(loop)
+        batch = _local.batch = _by_loop.get(loop)
+        if batch is None:
+            batch = _local.batch = _by_loop[loop] = StepBatch(loop)
     return batch
 
 
-def flush_gathered() -> None:
-    """Hand the calling thread's gathered tokens to their subscriptions now (before another
-    event, or a change of subscriptions)."""
+def flush_gathered(loop: asyncio.AbstractEventLoop) -> None:
+    """Hand the tokens gathered on `loop` to their subscriptions now (before another event,
+    or a change of subscriptions). On `loop`'s thread, or on any thread once it is closed."""
     batch: StepBatch | None = getattr(_local, "batch", None)
+    if batch is None or batch.loop is not loop:
+        batch = _by_loop.get(loop)
     if batch is not None:
         batch.flush()

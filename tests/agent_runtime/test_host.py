@@ -8,7 +8,7 @@ import contextlib
 import gc
 import io
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -16,10 +16,11 @@ import structlog
 
 from agent_runtime import AgentBusy, AgentStopped, Runtime
 from agent_runtime.config import MemoryConfig, RuntimeConfig
+from agent_runtime.event_stream import Subscription
 from agent_runtime.events import AgentEnd, Canceled, Event, MessageUpdate, is_terminal
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.runtime import _runtime
-from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import ToolContext, tool
 
 CONFIG = RuntimeConfig(memory=MemoryConfig(store="memory"))
@@ -184,6 +185,44 @@ def test_a_host_loop_closed_under_a_shared_runtime_ends_the_run_in_flight() -> N
             first.wait_for_idle(timeout=5)
     finally:
         runtime.stop()
+
+
+def test_tokens_of_a_host_loop_s_last_step_reach_the_subscriber_before_the_run_s_end() -> None:
+    # The application's loop stops in the step that streamed two tokens (gathered for the
+    # subscription, to be handed over when the step is over, which never comes) and is
+    # closed; the runtime is then stopped from another thread: the tokens come first.
+    loop = asyncio.new_event_loop()
+
+    async def stream(_request: object) -> AsyncIterator[str]:
+        yield "a"
+        yield "b"
+        asyncio.get_running_loop().stop()  # the loop's last step
+        await asyncio.sleep(3600)
+        yield "never"
+
+    async def start() -> tuple[Runtime, Subscription]:
+        runtime = await Runtime.astart(CONFIG)
+        agent = await runtime.astart_agent(
+            ("closed", "a", 0), model=FunctionModel(stream), memory=MemoryPolicy.none()
+        )
+        sub = agent.subscribe()
+        agent.prompt("go")
+        return runtime, sub
+
+    runtime, sub = loop.run_until_complete(start())
+    try:
+        loop.run_forever()  # until the model stops it
+        with contextlib.suppress(RuntimeError):  # (the run's task, never finished)
+            loop.close()
+    finally:
+        stopper = threading.Thread(target=runtime.stop)
+        stopper.start()
+        stopper.join(15)
+    events = list(sub.until_end(timeout=5))
+    assert [e.delta.delta for e in events if isinstance(e, MessageUpdate)] == ["a", "b"]
+    assert is_terminal(events[-1])
+    updates = [i for i, e in enumerate(events) if isinstance(e, MessageUpdate)]
+    assert max(updates) < len(events) - 1
 
 
 def test_configure_logging_false_leaves_structlog_alone() -> None:
