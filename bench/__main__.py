@@ -38,8 +38,8 @@ REASONS: dict[str, str] = {
     "(the start, eight structural events, the actor's messages for start, commits and end, "
     "the caller's result) and each of the twenty deltas adds ~4.5 us with nobody listening "
     "(fast days' figures); a synchronous caller's turn also runs on a loop thread that has "
-    "just woken, where the same Python work takes ~1.8x as long as back to back (160 us "
-    "against 290 us in one process, 2026-12-07)",
+    "just woken, where the same Python work takes 1.3-2.1x as long as back to back (160 us "
+    "against 210-340 us, 2026-12-07)",
     "one text turn, p99": "the p50's work and the machine's jitter (the threads' wake-ups): "
     "a run leaves nothing to the cyclic garbage collector, and no collection falls in 2,000 "
     "turns (one every ~17 turns before 2026-12-06's night)",
