@@ -63,11 +63,18 @@ class StepBatch:
     """The tokens gathered on one event loop's thread since its subscriptions last got any."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # Weak: the batches are kept by loop (`_by_loop`), whose entries must not keep
+        # their loops alive.
+        self._loop = weakref.ref(loop)
         self._gathered: list[_Gathered] = []
         # Room of `block` buffers promised to a gathering (each buffer's own lock guards
         # what is queued; this only keeps two gatherings from counting the same room).
         self._claimed: dict[EventStream, int] = {}
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The batch's loop (None once it was collected)."""
+        return self._loop()
 
     def add(self, source: Source, event: Event) -> bool:
         """Gather `event`, a token of `source`; False when it was not gathered because a
@@ -81,7 +88,9 @@ class StepBatch:
                 last.room -= 1
                 return True
         else:
-            self.loop.call_soon(self.flush)  # the step is over: they go out
+            loop = self._loop()
+            assert loop is not None  # (its thread runs it: `step_batch`)
+            loop.call_soon(self.flush)  # the step is over: they go out
         opened = self._open(source)
         if opened is None:
             self.flush()

@@ -3,16 +3,22 @@ gets every event in the order it was made, within its bound, from the moment it 
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import threading
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 from agent_runtime import Runtime
+from agent_runtime.agent._step_batch import step_batch
 from agent_runtime.event_stream import Subscription
-from agent_runtime.events import Event, EventsDropped, MessageUpdate
+from agent_runtime.events import Event, EventsDropped, MessageUpdate, TurnStart
 from agent_runtime.llm import ChatRequest
 from agent_runtime.memory import MemoryPolicy
+from agent_runtime.messages import ToolCall
 from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn
+from agent_runtime.tools import ToolContext, tool
 
 TOKENS = 200  # one step of the run: a scripted answer streams without waiting
 
@@ -115,8 +121,6 @@ def test_a_delegate_s_tokens_and_its_parent_s_events_keep_their_order(
 ) -> None:
     """Tokens of two agents of one loop, gathered in one step, reach a subscription that
     gets both (the parent's) in the order they were made."""
-    from agent_runtime.messages import ToolCall
-    from agent_runtime.tools import ToolContext, tool
 
     @tool
     async def ask_child(ctx: ToolContext) -> str:
@@ -141,3 +145,25 @@ def test_a_delegate_s_tokens_and_its_parent_s_events_keep_their_order(
     child_span = [i for i, (own, _) in enumerate(kinds) if not own]
     tool_end = next(i for i, e in enumerate(events) if e.type == "tool_execution_end")
     assert max(child_span) < tool_end  # the child's whole run, tokens too, before the result
+
+
+def test_a_loop_that_gathered_tokens_is_freed_once_closed() -> None:
+    """The batches are kept by loop; that must not keep the loops alive."""
+
+    class Source:
+        subscriptions: tuple[Any, ...] = ()
+        parent = None
+
+    loops = []
+    for _ in range(3):
+        loop = asyncio.new_event_loop()
+
+        async def gather() -> None:
+            step_batch(asyncio.get_running_loop()).add(Source(), TurnStart(seq=1))
+
+        loop.run_until_complete(gather())
+        loop.close()
+        loops.append(weakref.ref(loop))
+        del loop
+    gc.collect()
+    assert [ref() for ref in loops] == [None, None, None]
