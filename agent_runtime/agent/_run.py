@@ -345,7 +345,7 @@ class AgentRun:
             return None
         return AgentContext.model_construct(
             system_prompt=self.current_system_prompt(),
-            messages=list(history),
+            messages=history,  # the actor's snapshot, a tuple: the loop takes it as it is
             tools=self.tools,
             transcript=self.transcript_state,
         )

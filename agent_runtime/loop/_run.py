@@ -63,8 +63,12 @@ class _Run:
         self.on_update = on_update
         self.system_prompt = context.system_prompt
         self.tools = list(context.tools)
-        # The transcript is `history[:history_len]` then `new_messages`.
-        self.history: list[Message] = list(context.messages)
+        # The transcript is `history` then `new_messages`. A tuple cannot change under the run
+        # (an agent's snapshot of its history): taken as it is, not copied again.
+        messages = context.messages
+        self.history: Sequence[Message] = (
+            messages if isinstance(messages, tuple) else list(messages)
+        )
         self.history_len = len(self.history)
         known = context.transcript
         # The caller's check of the context's messages, taken over (AgentContext says so), when
@@ -122,7 +126,7 @@ class _Run:
 
     def messages(self) -> list[Message]:
         """The transcript so far, as a new list (one copy: what a request is built from)."""
-        return self.history + self.new_messages
+        return [*self.history, *self.new_messages]
 
     def commit(self, message: Message) -> list[Event]:
         """Add a message to the transcript; MessageStart/MessageEnd announce it."""
