@@ -343,7 +343,10 @@ class EventStream:
                 last = events[-1].seq
                 if last > self._max_seq:
                     self._max_seq = last
-                queue.extend(events)
+                if len(events) == 1:  # a step's one token: the common case of a live model
+                    queue.append(events[0], False)
+                else:
+                    queue.extend(events)
                 self._wake_readers_locked()
                 return True
             for event in events:
