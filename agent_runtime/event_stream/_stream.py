@@ -343,10 +343,7 @@ class EventStream:
                 last = events[-1].seq
                 if last > self._max_seq:
                     self._max_seq = last
-                if len(events) == 1:  # a step's one token: the common case of a live model
-                    queue.append(events[0], False)
-                else:
-                    queue.extend(events)
+                queue.extend(events)
                 self._wake_readers_locked()
                 return True
             for event in events:
