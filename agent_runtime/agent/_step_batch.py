@@ -87,14 +87,14 @@ class StepBatch:
                 last.events.append(event)
                 last.room -= 1
                 return True
-        else:
-            loop = self._loop()
-            assert loop is not None  # (its thread runs it: `step_batch`)
-            loop.call_soon(self.flush)  # the step is over: they go out
         opened = self._open(source)
         if opened is None:
             self.flush()
             return False
+        if not gathered:
+            loop = self._loop()
+            assert loop is not None  # (its thread runs it: `step_batch`)
+            loop.call_soon(self.flush)  # the step is over: they go out
         opened.events.append(event)
         opened.room -= 1
         gathered.append(opened)

@@ -159,9 +159,7 @@ async def build_request(
     return ChatRequest(messages=sent, **fields), []
 
 
-def _delta(chunk: StreamChunk, index: int | None) -> MessageDelta | None:
-    if index is None:
-        return None
+def _delta(chunk: StreamChunk, index: int) -> MessageDelta | None:
     if isinstance(chunk, TextDelta):
         return delta_of("text", index, chunk.text)
     if isinstance(chunk, ThinkingDelta):
