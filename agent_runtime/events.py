@@ -290,7 +290,8 @@ class ToolApprovalDecided(_EventBase):
 
 
 class TurnEnd(_EventBase):
-    """A turn ended: its assistant message and the results of its tool calls, in call order."""
+    """A turn ended: its assistant message as kept (with the arguments a human edited when
+    approving a call) and the results of its tool calls, in call order."""
 
     type: Literal["turn_end"] = "turn_end"
     message: AssistantMessage

@@ -26,6 +26,7 @@ from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._history import repaired
 from agent_runtime.agent._protocol import (
     Abort,
+    Amended,
     ApprovalRequested,
     ApprovalWithdrawn,
     CarriedStored,
@@ -345,6 +346,17 @@ class AgentActor(AsyncioActor):
         if self._current(msg.run_id) is not None:
             self._append(msg.messages)
 
+    def _on_amended(self, msg: Amended) -> None:
+        if self._current(msg.run_id) is None:
+            return
+        messages = self.messages
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index] is msg.old:
+                messages[index] = msg.new
+                break
+        if self.mirror is not None:
+            self.mirror.amended(msg.old, msg.new)
+
     def _append(self, messages: tuple[Message, ...]) -> None:
         self.messages.extend(messages)
         self.transcript.feed(messages)
@@ -642,6 +654,7 @@ _HANDLERS: dict[type, Handler] = {
     QueuesChanged: AgentActor._on_queues_changed,
     MergeSession: AgentActor._on_merge_session,
     Committed: AgentActor._on_committed,
+    Amended: AgentActor._on_amended,
     ToolStarted: AgentActor._on_tool_started,
     ToolEnded: AgentActor._on_tool_ended,
     Requeue: AgentActor._on_requeue,

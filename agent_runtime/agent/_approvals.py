@@ -17,6 +17,7 @@ import weakref
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError, to_json
 
 from agent_runtime._errors import ApprovalError, ApprovalsPending
 from agent_runtime._key import AgentKey
@@ -345,6 +346,15 @@ class ApprovalBook:
                 f"no tool call {call_id!r} waits for approval; waiting: {ids!r}", call_id, ids
             )
         if args is not None:
+            try:  # they replace the model's in the stored answer: they must be JSON
+                to_json(args)
+            except PydanticSerializationError as exc:
+                raise ApprovalError(
+                    f"the new arguments of tool call {call_id!r} are not JSON values: {exc}",
+                    call_id,
+                    list(waiting),
+                    "invalid_args",
+                ) from exc
             tool = find_tool(tools, pending.name)
             if tool is not None:
                 try:

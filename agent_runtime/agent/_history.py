@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
+from agent_runtime.loop._approval import with_edited_args
 from agent_runtime.messages import (
     AssistantMessage,
     Message,
@@ -113,6 +115,21 @@ class RunTranscript:
         self.messages.append(message)
         return True
 
+    def amend(self, call_id: str, args: dict[str, Any]) -> tuple[Message, Message] | None:
+        """A human approved call `call_id` with `args` in place of the model's: the answer
+        that made the call is kept with them (in the history and in its turn's batch, not
+        yet stored), so the model reads the call that ran. The answer as it was and as it
+        is now; None when nothing changed."""
+        for old in reversed(self.messages):
+            if isinstance(old, AssistantMessage) and any(c.id == call_id for c in old.tool_calls):
+                new = with_edited_args(old, call_id, args)
+                if new is old:
+                    return None
+                _replace(self.messages, old, new)
+                _replace(self.unit, old, new)
+                return old, new
+        return None
+
     def turn_ended(self) -> list[Message]:
         """The batch of the turn that just ended, for session memory (maybe empty)."""
         unit, self.unit = self.unit, []
@@ -123,6 +140,14 @@ class RunTranscript:
         pairs = pair_dangling_calls(self.messages, reason)
         self.unit.extend(pairs)
         return pairs
+
+
+def _replace(messages: list[Message], old: Message, new: Message) -> None:
+    """`old` (itself, not an equal message) replaced by `new` in `messages`, if there."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index] is old:
+            messages[index] = new
+            return
 
 
 # -- a prompt accepted is a prompt kept ---------------------------------------------------------

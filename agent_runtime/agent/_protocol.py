@@ -3,7 +3,7 @@
 Calls come from the `Agent` handle (answered through the mailbox's reply, or at once on
 the loop with `AsyncioActor.handle_now`); the rest from the agent's run, which lives on the
 same event loop as the actor: questions it needs answered now (`TakeSteering`,
-`TakeFollowUps`, `MergeSession`) and facts it reports (`Committed`, `ToolStarted`,
+`TakeFollowUps`, `MergeSession`) and facts it reports (`Committed`, `Amended`, `ToolStarted`,
 `ToolEnded`, `Requeue`, `RunEnded`). No message carries a mutable container that another
 owner keeps: messages hold tuples, and what a reply hands over changes hands with it.
 """
@@ -192,6 +192,16 @@ class Committed:
 
     run_id: str
     messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Amended:
+    """A committed answer of the run was amended (`old` is now `new`): a human approved one
+    of its calls with other arguments."""
+
+    run_id: str
+    old: Message
+    new: Message
 
 
 @dataclass(frozen=True, slots=True)

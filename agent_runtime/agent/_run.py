@@ -25,6 +25,7 @@ from agent_runtime.agent._approvals import RunApprovals
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._history import RunTranscript
 from agent_runtime.agent._protocol import (
+    Amended,
     CarriedStored,
     Committed,
     MergeSession,
@@ -54,6 +55,7 @@ from agent_runtime.events import (
     MessageStart,
     MessageUpdate,
     ProviderRetry,
+    ToolApprovalDecided,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
@@ -466,6 +468,10 @@ class AgentRun:
             self._progress("retrying")
         elif isinstance(event, AgentStart):
             self._progress("starting")
+        elif isinstance(event, ToolApprovalDecided) and event.approved and event.args is not None:
+            amended = self.transcript.amend(event.tool_call_id, event.args)  # before the commit
+            if amended is not None:
+                self._tell(Amended(self.run_id, *amended))
 
     def _progress(self, phase: Phase | None = None) -> None:
         """Publish the run's progress (one reference swap; never per token)."""

@@ -49,6 +49,15 @@ class SessionMirror:
         """The agent appended `messages` to its history and handed them to the writer."""
         self.own_pending.extend(messages)
 
+    def amended(self, old: Message, new: Message) -> None:
+        """The agent's committed message `old` is now `new` (an approval's edited arguments),
+        and `new` is what its turn hands to the writer."""
+        own = self.own_pending
+        for index in range(len(own) - 1, -1, -1):
+            if own[index] is old:
+                own[index] = new
+                return
+
     def carried(self, messages: Sequence[Message]) -> None:
         """`messages` end the agent's history and are not handed to the writer yet."""
         self.own_pending.extend(messages)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from agent_runtime.abort import AbortSignal
 from agent_runtime.events import Event, ToolApprovalDecided, ToolApprovalRequested
 from agent_runtime.loop.types import LoopConfig
-from agent_runtime.messages import ToolCall, ToolResult
+from agent_runtime.messages import AssistantMessage, ToolCall, ToolResult
 from agent_runtime.tools import Tool, ToolContext, error_result, execute_tool_call, find_tool
 from supervisors._log import get_logger
 
@@ -147,6 +147,32 @@ async def _gated(
     if decision.args is not None:
         call = call.model_copy(update={"arguments": dict(decision.args), "raw_arguments": None})
     return await _execute(call, tools, ctx, config)
+
+
+def with_edited_args(
+    message: AssistantMessage, call_id: str, args: dict[str, Any]
+) -> AssistantMessage:
+    """`message` with the arguments of its call `call_id` replaced by `args`, as a human
+    approved it: what the history keeps, so the model reads the call that ran. `message`
+    itself when it has no such call or the call has these arguments already."""
+    content = list(message.content)
+    for index, block in enumerate(content):
+        if isinstance(block, ToolCall) and block.id == call_id:
+            if block.arguments == args and block.raw_arguments is None:
+                return message
+            content[index] = block.model_copy(
+                update={"arguments": dict(args), "raw_arguments": None}
+            )
+            return message.model_copy(update={"content": content})
+    return message
+
+
+def edited_args(event: Event) -> tuple[str, dict[str, Any]] | None:
+    """The call and the arguments a human put in place of the model's, if `event` approved
+    a call so."""
+    if isinstance(event, ToolApprovalDecided) and event.approved and event.args is not None:
+        return event.tool_call_id, event.args
+    return None
 
 
 def denied_result(name: str, decision: Decision) -> ToolResult:

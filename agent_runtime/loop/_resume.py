@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.events import Error, Event, ToolExecutionEnd, TurnEnd
+from agent_runtime.loop._approval import edited_args, with_edited_args
 from agent_runtime.loop._batch import ToolBatch
 from agent_runtime.messages import (
     AssistantMessage,
@@ -58,10 +59,15 @@ async def resumed_turn(run: Any, turn: ResumedTurn, outcome: ResumeOutcome) -> A
     decided ones: approved run, denied get their error; those that never started run as
     usual), pair the ones that were running with an `outcome="unknown"` result, and commit
     every result in call order, ending the turn. `run` is the loop's `_Run`."""
-    for message in (*turn.lead, turn.message):
+    approver = run.config.approvals
+    answer = turn.message  # with the arguments humans edited on approval, as it is kept
+    for call in answer.tool_calls:
+        decision = approver.decided(call.id) if approver is not None else None
+        if decision is not None and decision.approved and decision.args is not None:
+            answer = with_edited_args(answer, call.id, decision.args)
+    for message in (*turn.lead, answer):
         for event in run.commit(message):
             yield event
-    approver = run.config.approvals
     calls = turn.message.tool_calls
     fixed: dict[str, ToolResult] = {}
     for call in calls:
@@ -91,6 +97,8 @@ async def resumed_turn(run: Any, turn: ResumedTurn, outcome: ResumeOutcome) -> A
     batch_events = batch.run()
     async with aclosing(batch_events):
         async for event in batch_events:
+            if (edit := edited_args(event)) is not None:
+                answer = run.amend(answer, *edit)
             yield event
     ran = {call.id: result for call, result in batch.outcome.results}
     results: list[ToolResultMessage] = []
@@ -107,7 +115,7 @@ async def resumed_turn(run: Any, turn: ResumedTurn, outcome: ResumeOutcome) -> A
         results.append(message)
         for event in run.commit(message):
             yield event
-    yield run.stamp(TurnEnd, message=turn.message, tool_results=results)
+    yield run.stamp(TurnEnd, message=answer, tool_results=results)
     run.tool_turns += 1
     if batch.outcome.tripped is not None:
         outcome.ended = True

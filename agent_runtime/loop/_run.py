@@ -25,6 +25,7 @@ from agent_runtime.events import (
     deferred_update,
 )
 from agent_runtime.guardrails._runner import GuardrailRunner
+from agent_runtime.loop._approval import edited_args, with_edited_args
 from agent_runtime.loop._batch import ToolBatch
 from agent_runtime.loop._output import OutputTurns
 from agent_runtime.loop._resume import ResumeOutcome, resumed_turn
@@ -132,6 +133,20 @@ class _Run:
         """Add a message to the transcript; MessageStart/MessageEnd announce it."""
         self.new_messages.append(message)
         return [self.stamp(MessageStart, message=message), self.stamp(MessageEnd, message=message)]
+
+    def amend(
+        self, message: AssistantMessage, call_id: str, args: dict[str, Any]
+    ) -> AssistantMessage:
+        """`message`, an answer of this run, with the arguments of its call `call_id` as a
+        human edited them on approval, in its place among the run's new messages."""
+        amended = with_edited_args(message, call_id, args)
+        if amended is not message:
+            found = self.new_messages
+            for index in range(len(found) - 1, -1, -1):
+                if found[index] is message:
+                    found[index] = amended
+                    break
+        return amended
 
     def take_steering(self) -> list[Message]:
         """Steering queued by the owner; nothing once aborted (it stays in the queue)."""
@@ -292,6 +307,8 @@ class _Run:
                     batch_events = batch.run()
                     async with aclosing(batch_events):
                         async for event in batch_events:
+                            if (edit := edited_args(event)) is not None:
+                                message = self.amend(message, *edit)
                             yield event
                     self.pending = batch.outcome.steering  # taken at a boundary: deliver it next
                     results: list[ToolResultMessage] = []

@@ -23,9 +23,9 @@ from agent_runtime import (
     delegate,
 )
 from agent_runtime.config import RuntimeConfig
-from agent_runtime.events import ToolExecutionEnd
+from agent_runtime.events import AgentEnd, MessageEnd, ToolExecutionEnd, TurnEnd
 from agent_runtime.loop import validate_transcript
-from agent_runtime.messages import ToolCall, ToolResultMessage
+from agent_runtime.messages import AssistantMessage, ToolCall, ToolResultMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, ToolContext, tool
 from supervisors import kill
@@ -120,9 +120,90 @@ def test_edited_arguments_are_used_and_checked_like_the_model_s(runtime: Runtime
     with pytest.raises(ApprovalError, match="invalid"):
         agent.approve("c1", args={"to": ["not", "a", "str"]})
     assert waiting(agent) == ["c1"]  # still waiting
+    with pytest.raises(ApprovalError, match="not JSON values"):
+        agent.approve("c1", args={"to": object()})
+    assert waiting(agent) == ["c1"]
     agent.approve("c1", args={"to": "carol"})
     agent.wait_for_idle(timeout=5)
     assert ran == ["send_mail:carol"]
+
+
+def sent_to(messages: list[Any]) -> list[object]:
+    """The `to` of every send_mail call the assistant messages of `messages` hold."""
+    return [
+        c.arguments.get("to")
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for c in m.tool_calls
+        if c.name == "send_mail"
+    ]
+
+
+def test_the_kept_answer_holds_the_edited_arguments(runtime: Runtime) -> None:
+    # The model reads the call that ran, not the one it asked for: history, session memory,
+    # the next request, TurnEnd and AgentEnd hold the human's arguments; the answer's
+    # MessageEnd (before the decision) showed the model's.
+    ran: list[str] = []
+    model = ScriptedModel(
+        [
+            ScriptedTurn(
+                tool_calls=[call("l", "lookup", q="bob"), call("c1", "send_mail", to="bob")]
+            ),
+            "mailed carol",
+            "again",
+        ]
+    )
+    agent = runtime.start_agent(KEY, model=model, tools=make_tools(ran))
+    events = agent.subscribe()
+    agent.prompt("mail bob")
+    wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
+    agent.approve("c1", args={"to": "carol"}, by="alice")
+    agent.wait_for_idle(timeout=5)
+    assert ran == ["lookup:bob", "send_mail:carol"]
+    seen = list(events.until_end(5))
+    answers = [e.message for e in seen if isinstance(e, MessageEnd)]
+    assert sent_to(answers) == ["bob"]
+    (turn_end,) = [e for e in seen if isinstance(e, TurnEnd) and e.tool_results]
+    assert sent_to([turn_end.message]) == ["carol"]
+    (end,) = [e for e in seen if isinstance(e, AgentEnd)]
+    assert sent_to(end.new_messages) == ["carol"]
+    assert sent_to(model.requests[1].messages) == ["carol"]
+    assert sent_to(agent.state().messages) == ["carol"]
+    assert sent_to(runtime.memory.history("s").messages) == ["carol"]
+    assert not validate_transcript(agent.state().messages)
+    # the next run merges the session's memory: the amended answer is the stored one, once
+    agent.run("and now?", timeout=5)
+    history = agent.state().messages
+    assert [m.text for m in history] == [  # type: ignore[attr-defined]
+        "mail bob",
+        "",
+        "found bob",
+        "sent to carol",
+        "mailed carol",
+        "and now?",
+        "again",
+    ]
+    assert sent_to(history) == ["carol"]
+    assert history == runtime.memory.history("s").messages
+
+
+def test_a_parked_call_approved_with_edits_after_a_restart_keeps_them(runtime: Runtime) -> None:
+    ran: list[str] = []
+    model = ScriptedModel([ScriptedTurn(tool_calls=[call("c1", "send_mail", to="bob")]), "done"])
+    agent = runtime.start_agent(KEY, model=model, tools=make_tools(ran), restart="transient")
+    agent.prompt("mail bob")
+    wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
+    old_ref = agent.ref
+    kill(old_ref)
+    wait_until(lambda: agent.alive and agent.ref is not old_ref, timeout=5)
+    wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
+    agent.approve("c1", args={"to": "dave"})
+    agent.continue_run()
+    agent.wait_for_idle(timeout=5)
+    assert ran == ["send_mail:dave"]
+    assert sent_to(agent.state().messages) == ["dave"]
+    assert sent_to(runtime.memory.history("s").messages) == ["dave"]
+    assert sent_to(model.requests[-1].messages) == ["dave"]
 
 
 def test_unknown_and_twice_decided_calls_are_clear_errors(runtime: Runtime) -> None:
