@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Unpack
 
 from agent_runtime._key import AgentKey
+from agent_runtime.agent import AgentOptionsDict
 from agent_runtime.cluster._handle import ClusterAgent
 from agent_runtime.cluster._host import ClusterHost
 from agent_runtime.registry import _check_text
@@ -86,9 +88,19 @@ class ClusterSubagents:
     def __init__(self, cluster: ClusterHost) -> None:
         self._cluster = cluster
 
-    def start(self, key: AgentKey | tuple[str, str, int], **options: Any) -> ClusterAgent:
+    def start(
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        node: str | None = None,
+        output_type: Any = None,
+        on_failure: Callable[[Exception], Any] | None = None,
+        **options: Unpack[AgentOptionsDict],
+    ) -> ClusterAgent:
         """Start an agent (same as `ClusterRuntime.start_agent`)."""
-        agent: ClusterAgent = self._cluster.start_agent(key, **options)
+        agent: ClusterAgent = self._cluster.start_agent(
+            key, node=node, output_type=output_type, on_failure=on_failure, **options
+        )
         return agent
 
     def stop(self, agent_or_key: ClusterAgent | AgentKey | tuple[str, str, int]) -> bool:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, Unpack
 
 from agent_runtime._key import AgentKey
+from agent_runtime.agent import AgentOptionsDict
 from agent_runtime.cluster._registry_actor import Entry
 
 
@@ -12,7 +14,13 @@ class ClusterHost(Protocol):
     """The runtime side of a `ClusterAgent` (implemented by `ClusterRuntime`)."""
 
     def start_agent(
-        self, key: AgentKey | tuple[str, str, int], *, node: str | None = None, **options: Any
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        node: str | None = None,
+        output_type: Any = None,
+        on_failure: Callable[[Exception], Any] | None = None,
+        **options: Unpack[AgentOptionsDict],
     ) -> Any:
         """Start an agent (a ClusterAgent)."""
 

@@ -7,11 +7,13 @@ import itertools
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from agent_runtime._errors import AgentStopped, AlreadyRegistered
 from agent_runtime._key import AgentKey
+from agent_runtime.agent import AgentOptionsDict
 from agent_runtime.cluster._errors import NodeLost
 from agent_runtime.cluster._facades import ClusterRegistry, ClusterSubagents
 from agent_runtime.cluster._handle import ClusterAgent
@@ -186,10 +188,17 @@ class ClusterRuntime:
     # -- agents -------------------------------------------------------------------------------
 
     def start_agent(
-        self, key: AgentKey | tuple[str, str, int], *, node: str | None = None, **options: Any
+        self,
+        key: AgentKey | tuple[str, str, int],
+        *,
+        node: str | None = None,
+        output_type: Any = None,
+        on_failure: Callable[[Exception], Any] | None = None,
+        **options: Unpack[AgentOptionsDict],
     ) -> ClusterAgent:
         """Start an agent under `key` on the node placement picks (or on `node`), with the
-        options of `Runtime.start_agent`.
+        options of `Runtime.start_agent` (typed as there: `AgentOptionsDict`'s keywords,
+        `output_type` and `on_failure`).
 
         Raises:
             AlreadyRegistered: an agent of the cluster holds the key (`.holder` is its
@@ -205,7 +214,12 @@ class ClusterRuntime:
         if node is not None and node not in self._nodes:
             raise ValueError(f"unknown node {node!r} (expected one of: {', '.join(self._nodes)})")
         restart = options.get("restart", "temporary")
-        packed = pack_options(options)
+        given: dict[str, Any] = dict(options)
+        if output_type is not None:
+            given["output_type"] = output_type
+        if on_failure is not None:
+            given["on_failure"] = on_failure
+        packed = pack_options(given)
         reserved = get(
             self._registry_actor.reserve.remote(
                 agent_key,

@@ -20,6 +20,7 @@ from agent_runtime import (
     RuntimeConfig,
     tool,
 )
+from agent_runtime.cluster import ClusterRuntime
 from agent_runtime.config import (
     AgentConfig,
     EventStreamConfig,
@@ -139,6 +140,15 @@ def options_are_checked(runtime: Runtime, options: AgentOptionsDict) -> None:
     start(key, modle="local")  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
     start(key, max_tool_turns="3")  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
     start(key, steering_mode="x")  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
+
+
+def cluster_options_are_checked_as_a_runtime_s(cluster: ClusterRuntime) -> None:
+    cluster.start_agent(("s", "c", 0), model="local", node="n1", restart="transient")
+    cluster.start_agent(("s", "c", 1), model="local", output_type=Book, on_failure=no_book)
+    cluster.subagents.start(("s", "c", 2), model="local", tools=[count])
+    start = cluster.start_agent
+    start(("s", "c", 3), modle="local")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    start(("s", "c", 4), max_tool_turns="3")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
 
 
 def on_failure_returns_the_output_type(runtime: Runtime, plain: Agent[str]) -> None:
