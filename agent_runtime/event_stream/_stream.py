@@ -22,6 +22,7 @@ from agent_runtime._errors import (
 )
 from agent_runtime._key import AgentKey
 from agent_runtime._wakeup import AsyncWaiters
+from agent_runtime.event_stream._alarm import LoopAlarm
 from agent_runtime.event_stream._counted import CountedCondition
 from agent_runtime.event_stream._deferred_wakes import wake_after_step
 from agent_runtime.event_stream._gap_queue import GapQueue, StreamStats
@@ -597,11 +598,22 @@ class EventStream:
             raise ValueError(f"invalid max_items {max_items!r} (expected an int >= 1)")
         return await self._take_batch(max_items, deadline_after(timeout, "pull timeout"))
 
+    async def _apull_until(self, max_items: int, alarm: LoopAlarm) -> list[Event]:
+        """`apull_many` up to the deadline of `alarm` (the reader's one timer for all its
+        pulls: `Subscription.auntil_end`); `[]` once it passed."""
+        return await self._take_batch(max_items, alarm.deadline, alarm=alarm)
+
     async def _take_batch(
-        self, max_items: int, deadline: float | None, *, once: bool = True
+        self,
+        max_items: int,
+        deadline: float | None,
+        *,
+        once: bool = True,
+        alarm: LoopAlarm | None = None,
     ) -> list[Event]:
         """A batch for an async reader (`[]` on timeout). `once`: the terminal is handed out
-        once per stream (`apull_many`), else once per reader (`async for`)."""
+        once per stream (`apull_many`), else once per reader (`async for`). `alarm`, when
+        given, times the waits (its deadline is `deadline`)."""
         waited = False
         while True:
             with self._lock:
@@ -616,8 +628,11 @@ class EventStream:
                 if left is not None and left <= 0:
                     return []
                 fut = self._async_readable.add_locked()
-            with contextlib.suppress(TimeoutError):  # the next take returns what there is
-                await self._await(fut, self._async_readable, left)
+            if alarm is not None:
+                await self._await_alarm(fut, self._async_readable, alarm)
+            else:
+                with contextlib.suppress(TimeoutError):  # the next take returns what there is
+                    await self._await(fut, self._async_readable, left)
             waited = True
         if not waited:  # the loop has not had a turn since the last batch: give it one
             await asyncio.sleep(0)
@@ -683,6 +698,16 @@ class EventStream:
             raise run_failed(terminal.reason, terminal.partial)
         assert isinstance(terminal, Canceled)
         raise RunCanceled(terminal.reason)
+
+    async def _await_alarm(
+        self, fut: asyncio.Future[None], waiters: AsyncWaiters, alarm: LoopAlarm
+    ) -> None:
+        try:
+            await alarm.wait(fut)
+        finally:
+            if not fut.done() or fut.cancelled():
+                with self._lock:
+                    waiters.discard_locked(fut)
 
     async def _await(
         self, fut: asyncio.Future[None], waiters: AsyncWaiters, timeout: float | None

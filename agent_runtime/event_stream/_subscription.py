@@ -11,6 +11,7 @@ from types import TracebackType
 from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
+from agent_runtime.event_stream._alarm import LoopAlarm
 from agent_runtime.event_stream._stream import EventStream, OverflowPolicy
 from agent_runtime.events import Error, Event, is_terminal
 
@@ -139,22 +140,29 @@ class Subscription:
         Raises:
             TimeoutError, StreamOverflow: as `until_end`.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (event := await self._anext(deadline)) is not None:
-            yield event
-            if self._ends_run(event, run_id):
-                return
+        alarm = None if timeout is None else LoopAlarm(time.monotonic() + timeout)
+        try:
+            while (event := await self._anext(alarm)) is not None:
+                yield event
+                if self._ends_run(event, run_id):
+                    return
+        finally:
+            if alarm is not None:
+                alarm.cancel()
         if not self._finished:
             raise TimeoutError("no event within the timeout")
 
-    async def _anext(self, deadline: float | None) -> Event | None:
-        """The next event for an async reader; None at the end or on timeout (then not
-        `_finished`). Raises StreamOverflow at an overflow's end, after the buffered events."""
+    async def _anext(self, alarm: LoopAlarm | None) -> Event | None:
+        """The next event for an async reader; None at the end or on timeout (`alarm`'s
+        deadline; then not `_finished`). Raises StreamOverflow at an overflow's end, after the
+        buffered events."""
         if self._finished:
             return None
         if not self._buffer:
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            batch = await self.stream.apull_many(ASYNC_BATCH, timeout=left)
+            if alarm is None:
+                batch = await self.stream.apull_many(ASYNC_BATCH)
+            else:
+                batch = await self.stream._apull_until(ASYNC_BATCH, alarm)
             if not batch:
                 return None
             self._buffer.extend(batch)

@@ -392,6 +392,52 @@ def test_auntil_end_times_out_like_until_end(runtime: Runtime) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.timing
+def test_auntil_end_s_timeout_bounds_the_whole_read(runtime: Runtime) -> None:
+    # Events keep coming, each well within the timeout: the read still ends at its deadline
+    # (the timeout is for the whole read, not for each event), after the events before it.
+    async def trickle(_request: Any) -> AsyncIterator[str]:
+        for _ in range(400):
+            yield "w "
+            await asyncio.sleep(0.01)
+
+    model = FunctionModel(trickle, record_requests=False)
+    agent = runtime.start_agent(("s", "a", 0), model=model, memory=MemoryPolicy.none())
+    sub = agent.subscribe(max_queue=1000)
+
+    async def main() -> tuple[int, float]:
+        agent.prompt("go")
+        read = 0
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(TimeoutError):
+            async for _ in sub.auntil_end(timeout=0.3):
+                read += 1
+        return read, asyncio.get_running_loop().time() - started
+
+    read, elapsed = asyncio.run(main())
+    agent.abort()
+    assert read > 3
+    assert 0.25 <= elapsed < 2.0
+
+
+def test_a_reader_of_auntil_end_cancelled_while_waiting_is_cancelled(runtime: Runtime) -> None:
+    agent = runtime.start_agent(("s", "a", 0), model=ScriptedModel(), memory=MemoryPolicy.none())
+    sub = agent.subscribe()
+
+    async def main() -> None:
+        async def read() -> None:
+            async for _ in sub.auntil_end(timeout=60):
+                pass
+
+        task = asyncio.ensure_future(read())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+
+
 def test_areset_and_astop_never_block_the_loop(runtime: Runtime) -> None:
     model = ScriptedModel([ScriptedTurn(chunks=["a", "b"], chunk_delay=60.0), "after"])
     agent = runtime.start_agent(("s", "a", 0), model=model, memory=MemoryPolicy.none())
