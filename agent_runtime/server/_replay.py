@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from agent_runtime.event_stream._alarm import LoopAlarm
 
 T = TypeVar("T")
 
@@ -80,7 +83,7 @@ class ReplayBuffer(Generic[T]):
         self._size = size
         self.nbytes = 0  # the bytes of the frames kept (0 without a budget)
         self._last_id = start_after
-        self._changed = asyncio.Event()
+        self._waiters: list[asyncio.Future[None]] = []  # readers waiting for the next frame
         self.closed = False
         self.readers = 0  # SSE responses reading it now (kept by `_sse.frames`)
 
@@ -149,20 +152,23 @@ class ReplayBuffer(Generic[T]):
         frames = list(zip(itertools.count(start), itertools.islice(self._frames, skip, None)))
         return Window(start - last_seen - 1, start, frames)
 
-    async def wait(self, last_seen: int, timeout: float) -> bool:
-        """Wait until a frame after `last_seen` is kept or the buffer closes; False when
-        `timeout` seconds passed first."""
+    async def wait(self, last_seen: int, alarm: LoopAlarm) -> bool:
+        """Wait until a frame after `last_seen` is kept or the buffer closes; False when the
+        deadline of `alarm` (the reader's keepalive) came first."""
         if self._last_id > last_seen or self.closed:
             return True
-        changed = self._changed
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
         try:
-            await asyncio.wait_for(changed.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
+            return await alarm.wait(fut)
+        finally:
+            if not fut.done() or fut.cancelled():  # not woken by a frame: forget it
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
 
     def _wake(self) -> None:
-        # One Event per generation: set wakes everyone waiting on it, the next wait gets a
-        # fresh one, so no reader can miss an append between its check and its wait.
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        # Every reader that waits now is woken; one that checks after this sees the frame.
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)

@@ -10,12 +10,14 @@ after the frames kept.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from agent_runtime._key import AgentKey
+from agent_runtime.event_stream._alarm import LoopAlarm
 from agent_runtime.server._guard import MAX_EVENT_ID_CHARS
 from agent_runtime.server._replay import ReplayBuffer
 from agent_runtime.server._wire import Frame, dropped_frame
@@ -48,6 +50,7 @@ async def frames(
     """The bytes of one SSE response (see the module docstring)."""
     cursor = buffer.last_id if last_seen is None else last_seen
     buffer.readers += 1
+    idle = LoopAlarm(time.monotonic() + keepalive)  # one timer for every wait of this reader
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
         while True:
@@ -65,9 +68,11 @@ async def frames(
                 continue
             if buffer.closed:
                 return
-            if not await buffer.wait(cursor, keepalive):
+            idle.deadline = time.monotonic() + keepalive  # each wait's keepalive, as it starts
+            if not await buffer.wait(cursor, idle):
                 yield KEEPALIVE
     finally:
+        idle.cancel()
         buffer.readers -= 1
 
 
