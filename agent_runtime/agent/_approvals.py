@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import time
 import weakref
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import PydanticSerializationError, to_json
 
 from agent_runtime._errors import ApprovalError, ApprovalsPending
 from agent_runtime._key import AgentKey
@@ -346,9 +346,9 @@ class ApprovalBook:
                 f"no tool call {call_id!r} waits for approval; waiting: {ids!r}", call_id, ids
             )
         if args is not None:
-            try:  # they replace the model's in the stored answer: they must be JSON
-                to_json(args)
-            except PydanticSerializationError as exc:
+            try:  # they replace the model's in the stored answer: JSON, as the model's are
+                args = json.loads(json.dumps(args, allow_nan=False))
+            except (TypeError, ValueError) as exc:
                 raise ApprovalError(
                     f"the new arguments of tool call {call_id!r} are not JSON values: {exc}",
                     call_id,

@@ -160,9 +160,7 @@ def with_edited_args(
         if isinstance(block, ToolCall) and block.id == call_id:
             if block.arguments == args and block.raw_arguments is None:
                 return message
-            content[index] = block.model_copy(
-                update={"arguments": dict(args), "raw_arguments": None}
-            )
+            content[index] = ToolCall(id=block.id, name=block.name, arguments=dict(args))
             return message.model_copy(update={"content": content})
     return message
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import math
 import subprocess
 import sys
 import threading
@@ -185,6 +187,38 @@ def test_the_kept_answer_holds_the_edited_arguments(runtime: Runtime) -> None:
     ]
     assert sent_to(history) == ["carol"]
     assert history == runtime.memory.history("s").messages
+
+
+def test_edited_arguments_are_kept_as_the_json_they_are_stored_as(runtime: Runtime) -> None:
+    # Stored answers are JSON: edited arguments are taken in their JSON form (a tuple is a
+    # list), so the kept answer, the stored one and what the tool got are the same, and the
+    # next run's merge of the session finds its own answer in the store (no duplicate).
+    got: list[object] = []
+
+    @tool(requires_approval=True)
+    def label(tags: list[str]) -> str:
+        """Label the thread."""
+        got.append(tags)
+        return "labelled"
+
+    model = ScriptedModel(
+        [ScriptedTurn(tool_calls=[call("c1", "label", tags=["x"])]), "done", "again"]
+    )
+    agent = runtime.start_agent(KEY, model=model, tools=[label])
+    agent.prompt("label it")
+    wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
+    for bad in ({"tags": [datetime.date(2026, 12, 24)]}, {"tags": [math.nan]}):
+        with pytest.raises(ApprovalError, match="not JSON values"):
+            agent.approve("c1", args=bad)
+    agent.approve("c1", args={"tags": ("a", "b")})
+    agent.wait_for_idle(timeout=5)
+    assert got == [["a", "b"]]
+    agent.run("and now?", timeout=5)
+    history = agent.state().messages
+    calls = [c for m in history if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert [c.arguments for c in calls] == [{"tags": ["a", "b"]}]
+    assert history == runtime.memory.history("s").messages
+    assert not validate_transcript(history)
 
 
 def test_a_parked_call_approved_with_edits_after_a_restart_keeps_them(runtime: Runtime) -> None:
