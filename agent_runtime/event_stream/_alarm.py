@@ -37,11 +37,13 @@ class LoopAlarm:
             self._rang = False
             self._arm(asyncio.get_running_loop())
         self._waiting = fut
+        task = asyncio.current_task()
+        cancelling = task.cancelling() if task is not None else 0  # as asyncio.timeout does
         try:
             await fut
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if self._rang and fut.cancelled() and (task is None or not task.cancelling()):
+            cancelled = task is not None and task.cancelling() > cancelling
+            if self._rang and fut.cancelled() and not cancelled:
                 return False
             raise
         finally:
@@ -49,9 +51,10 @@ class LoopAlarm:
         return True
 
     def cancel(self) -> None:
-        """The reader is done: the timer goes (idempotent)."""
+        """The reader is done: the timer goes (idempotent; a later wait arms a new one)."""
         if self._handle is not None:
             self._handle.cancel()
+            self._handle = None
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

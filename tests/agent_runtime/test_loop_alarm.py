@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -71,3 +72,33 @@ def test_cancelling_the_waiting_task_is_a_cancellation_not_a_timeout() -> None:
         alarm.cancel()
 
     asyncio.run(main())
+
+
+def test_the_deadline_is_a_timeout_also_in_a_task_that_swallowed_a_cancellation() -> None:
+    # A task that caught a CancelledError without uncancel() keeps a cancel count above 0:
+    # the deadline must still read as the deadline there, not as a cancellation.
+    async def main() -> bool:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0)
+        assert task.cancelling() == 1
+        alarm = LoopAlarm(time.monotonic() + 0.01)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        return await alarm.wait(fut)
+
+    assert asyncio.run(main()) is False
+
+
+def test_an_alarm_cancelled_arms_again_for_a_later_wait() -> None:
+    async def main() -> bool:
+        alarm = LoopAlarm(time.monotonic() + 0.01)
+        first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        first.set_result(None)
+        assert await alarm.wait(first) is True
+        alarm.cancel()
+        second: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        return await asyncio.wait_for(alarm.wait(second), 5)
+
+    assert asyncio.run(main()) is False
