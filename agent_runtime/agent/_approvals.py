@@ -173,8 +173,10 @@ class RunApprovals:
         self.futures: dict[str, asyncio.Future[Decision]] = {}
         self.record: ParkedTurn | None = None  # the turn kept while calls wait
         self.stored = parked is not None  # a kept turn to forget when this turn commits
-        self.started: list[str] = []
-        self.results: dict[str, ToolResult] = {}
+        # A resumed turn keeps what its earlier incarnations did: kept again (a call of it
+        # waits anew), a later restart must not run a call that ended already.
+        self.started: list[str] = list(parked.started) if parked is not None else []
+        self.results: dict[str, ToolResult] = dict(parked.results) if parked is not None else {}
 
     # -- the loop's Approver ------------------------------------------------------------------
 
@@ -196,6 +198,8 @@ class RunApprovals:
         )
         self.run._tell(ApprovalRequested(self.run.run_id, pending))
         record = self.record
+        if record is None and self.parked is not None:  # the resumed turn, with its decisions
+            record = self.parked.model_copy(update={"run_id": self.run.run_id})
         if record is None:
             unit = self.turn.unit
             message = unit[-1] if unit else None

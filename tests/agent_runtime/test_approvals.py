@@ -488,6 +488,59 @@ def test_a_transient_restart_keeps_the_waiting_calls_and_continue_runs_them(
     assert [m.text for m in stored] == ["mail bob", "", "found bob", "sent to bob", "mailed"]  # type: ignore[attr-defined]
 
 
+def test_a_resumed_turn_whose_next_call_waits_survives_a_second_restart(
+    runtime: Runtime,
+) -> None:
+    # The answer's calls run in order: the lookup ends, c1 waits (restart), c1 is approved
+    # and runs in the resumed turn, then c2 waits (restart again). The turn kept then still
+    # knows the lookup's result and c1's: neither runs again.
+    ran: list[str] = []
+    model = ScriptedModel(
+        [
+            ScriptedTurn(
+                tool_calls=[
+                    call("l", "lookup", q="bob"),
+                    call("c1", "send_mail", to="bob"),
+                    call("c2", "send_mail", to="carol"),
+                ]
+            ),
+            "mailed both",
+        ]
+    )
+    agent = runtime.start_agent(KEY, model=model, tools=make_tools(ran), restart="transient")
+
+    def restart() -> None:
+        old_ref = agent.ref
+        kill(old_ref)
+        wait_until(lambda: agent.alive and agent.ref is not old_ref, timeout=5)
+
+    agent.prompt("mail bob and carol")
+    wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
+    restart()
+    agent.approve("c1", by="alice")
+    agent.continue_run()
+    wait_until(lambda: waiting(agent) == ["c2"], timeout=5)
+    assert ran == ["lookup:bob", "send_mail:bob"]
+    restart()
+    assert waiting(agent) == ["c2"]
+    agent.approve("c2", args={"to": "dave"})
+    agent.continue_run()
+    agent.wait_for_idle(timeout=5)
+    assert ran == ["lookup:bob", "send_mail:bob", "send_mail:dave"]
+    messages = agent.state().messages
+    assert [m.text for m in messages] == [  # type: ignore[attr-defined]
+        "mail bob and carol",
+        "",
+        "found bob",
+        "sent to bob",
+        "sent to dave",
+        "mailed both",
+    ]
+    assert sent_to(messages) == ["bob", "dave"]
+    assert not validate_transcript(messages)
+    assert messages == runtime.memory.history("s").messages
+
+
 def test_a_denied_parked_call_gets_its_error_result_after_a_restart(runtime: Runtime) -> None:
     ran: list[str] = []
     model = ScriptedModel([ScriptedTurn(tool_calls=[call("c1", "send_mail", to="x")]), "fine"])
