@@ -70,6 +70,7 @@ from agent_runtime.config import QueueMode
 from agent_runtime.events import Error
 from agent_runtime.llm.base import ChatModel
 from agent_runtime.loop import TranscriptState
+from agent_runtime.loop._approval import replace_amended
 from agent_runtime.messages import AssistantMessage, Message
 from agent_runtime.templates import Template
 from agent_runtime.tools import Tool, merge_tools
@@ -349,11 +350,7 @@ class AgentActor(AsyncioActor):
     def _on_amended(self, msg: Amended) -> None:
         if self._current(msg.run_id) is None:
             return
-        messages = self.messages
-        for index in range(len(messages) - 1, -1, -1):
-            if messages[index] is msg.old:
-                messages[index] = msg.new
-                break
+        replace_amended(self.messages, msg.old, msg.new)
         if self.mirror is not None:
             self.mirror.amended(msg.old, msg.new)
 

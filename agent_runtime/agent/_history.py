@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agent_runtime.loop._approval import with_edited_args
+from agent_runtime.loop._approval import replace_amended, with_edited_args
 from agent_runtime.messages import (
     AssistantMessage,
     Message,
@@ -125,8 +125,8 @@ class RunTranscript:
                 new = with_edited_args(old, call_id, args)
                 if new is old:
                     return None
-                _replace(self.messages, old, new)
-                _replace(self.unit, old, new)
+                replace_amended(self.messages, old, new)
+                replace_amended(self.unit, old, new)
                 return old, new
         return None
 
@@ -140,14 +140,6 @@ class RunTranscript:
         pairs = pair_dangling_calls(self.messages, reason)
         self.unit.extend(pairs)
         return pairs
-
-
-def _replace(messages: list[Message], old: Message, new: Message) -> None:
-    """`old` (itself, not an equal message) replaced by `new` in `messages`, if there."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index] is old:
-            messages[index] = new
-            return
 
 
 # -- a prompt accepted is a prompt kept ---------------------------------------------------------

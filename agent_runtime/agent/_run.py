@@ -55,7 +55,6 @@ from agent_runtime.events import (
     MessageStart,
     MessageUpdate,
     ProviderRetry,
-    ToolApprovalDecided,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
@@ -64,6 +63,7 @@ from agent_runtime.events import (
 )
 from agent_runtime.llm._abortable import aclose_quietly
 from agent_runtime.loop import AgentContext, LoopConfig
+from agent_runtime.loop._approval import edited_args
 from agent_runtime.loop._run import run_into
 from agent_runtime.loop._transcript import TranscriptState
 from agent_runtime.messages import AssistantMessage, Message
@@ -468,8 +468,8 @@ class AgentRun:
             self._progress("retrying")
         elif isinstance(event, AgentStart):
             self._progress("starting")
-        elif isinstance(event, ToolApprovalDecided) and event.approved and event.args is not None:
-            amended = self.transcript.amend(event.tool_call_id, event.args)  # before the commit
+        elif (edit := edited_args(event)) is not None:
+            amended = self.transcript.amend(*edit)  # before the turn's commit
             if amended is not None:
                 self._tell(Amended(self.run_id, *amended))
 

@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
+from agent_runtime.loop._approval import replace_amended
 from agent_runtime.memory import MemoryPolicy, window
 from agent_runtime.messages import Message
 
@@ -52,11 +53,7 @@ class SessionMirror:
     def amended(self, old: Message, new: Message) -> None:
         """The agent's committed message `old` is now `new` (an approval's edited arguments),
         and `new` is what its turn hands to the writer."""
-        own = self.own_pending
-        for index in range(len(own) - 1, -1, -1):
-            if own[index] is old:
-                own[index] = new
-                return
+        replace_amended(self.own_pending, old, new)
 
     def carried(self, messages: Sequence[Message]) -> None:
         """`messages` end the agent's history and are not handed to the writer yet."""

@@ -628,11 +628,8 @@ class EventStream:
                 if left is not None and left <= 0:
                     return []
                 fut = self._async_readable.add_locked()
-            if alarm is not None:
-                await self._await_alarm(fut, self._async_readable, alarm)
-            else:
-                with contextlib.suppress(TimeoutError):  # the next take returns what there is
-                    await self._await(fut, self._async_readable, left)
+            with contextlib.suppress(TimeoutError):  # the next take returns what there is
+                await self._await(fut, self._async_readable, left, alarm)
             waited = True
         if not waited:  # the loop has not had a turn since the last batch: give it one
             await asyncio.sleep(0)
@@ -699,21 +696,19 @@ class EventStream:
         assert isinstance(terminal, Canceled)
         raise RunCanceled(terminal.reason)
 
-    async def _await_alarm(
-        self, fut: asyncio.Future[None], waiters: AsyncWaiters, alarm: LoopAlarm
-    ) -> None:
-        try:
-            await alarm.wait(fut)
-        finally:
-            if not fut.done() or fut.cancelled():
-                with self._lock:
-                    waiters.discard_locked(fut)
-
     async def _await(
-        self, fut: asyncio.Future[None], waiters: AsyncWaiters, timeout: float | None
+        self,
+        fut: asyncio.Future[None],
+        waiters: AsyncWaiters,
+        timeout: float | None,
+        alarm: LoopAlarm | None = None,
     ) -> None:
+        """Wait for `fut`: until `alarm`'s deadline when given (the reader's one timer), else
+        up to `timeout` (TimeoutError); `fut` no longer parked in `waiters` afterwards."""
         try:
-            if timeout is None:
+            if alarm is not None:
+                await alarm.wait(fut)
+            elif timeout is None:
                 await fut
             else:
                 async with asyncio.timeout(timeout):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, MutableSequence, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from agent_runtime.abort import AbortSignal
 from agent_runtime.events import Event, ToolApprovalDecided, ToolApprovalRequested
@@ -23,6 +23,8 @@ from agent_runtime.tools import Tool, ToolContext, error_result, execute_tool_ca
 from supervisors._log import get_logger
 
 log = get_logger(__name__)
+
+M = TypeVar("M")
 
 APPROVAL_TIMEOUT = "approval_timeout"
 """The reason of a call denied because nobody decided within `approval_timeout`."""
@@ -163,6 +165,16 @@ def with_edited_args(
             content[index] = ToolCall(id=block.id, name=block.name, arguments=dict(args))
             return message.model_copy(update={"content": content})
     return message
+
+
+def replace_amended(messages: MutableSequence[M], old: M, new: M) -> None:
+    """The last `old` in `messages` (itself, not an equal message) replaced by `new`, if
+    there: where an answer amended by `with_edited_args` is kept (a run's transcript, an
+    agent's history, its messages not yet seen in the store)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index] is old:
+            messages[index] = new
+            return
 
 
 def edited_args(event: Event) -> tuple[str, dict[str, Any]] | None:

@@ -25,7 +25,7 @@ from agent_runtime.events import (
     deferred_update,
 )
 from agent_runtime.guardrails._runner import GuardrailRunner
-from agent_runtime.loop._approval import edited_args, with_edited_args
+from agent_runtime.loop._approval import edited_args, replace_amended, with_edited_args
 from agent_runtime.loop._batch import ToolBatch
 from agent_runtime.loop._output import OutputTurns
 from agent_runtime.loop._resume import ResumeOutcome, resumed_turn
@@ -140,12 +140,7 @@ class _Run:
         """`message`, an answer of this run, with the arguments of its call `call_id` as a
         human edited them on approval, in its place among the run's new messages."""
         amended = with_edited_args(message, call_id, args)
-        if amended is not message:
-            found = self.new_messages
-            for index in range(len(found) - 1, -1, -1):
-                if found[index] is message:
-                    found[index] = amended
-                    break
+        replace_amended(self.new_messages, message, amended)
         return amended
 
     def take_steering(self) -> list[Message]:
