@@ -63,6 +63,13 @@ def waiting(agent: Any) -> list[str]:
     return [p.tool_call_id for p in agent.state().pending_approvals]
 
 
+def restarted(agent: Any) -> None:
+    """Crash the agent's actor and wait for its `transient` restart."""
+    old_ref = agent.ref
+    kill(old_ref)
+    wait_until(lambda: agent.alive and agent.ref is not old_ref, timeout=5)
+
+
 def test_an_approved_call_runs_and_the_run_goes_on(runtime: Runtime) -> None:
     ran: list[str] = []
     model = ScriptedModel([ScriptedTurn(tool_calls=[call("c1", "send_mail", to="bob")]), "mailed"])
@@ -227,9 +234,7 @@ def test_a_parked_call_approved_with_edits_after_a_restart_keeps_them(runtime: R
     agent = runtime.start_agent(KEY, model=model, tools=make_tools(ran), restart="transient")
     agent.prompt("mail bob")
     wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
-    old_ref = agent.ref
-    kill(old_ref)
-    wait_until(lambda: agent.alive and agent.ref is not old_ref, timeout=5)
+    restarted(agent)
     wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
     agent.approve("c1", args={"to": "dave"})
     agent.continue_run()
@@ -463,9 +468,7 @@ def test_a_transient_restart_keeps_the_waiting_calls_and_continue_runs_them(
     agent.prompt("mail bob")
     wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
     before = agent.state().pending_approvals
-    old_ref = agent.ref
-    kill(old_ref)
-    wait_until(lambda: agent.alive and agent.ref is not old_ref, timeout=5)
+    restarted(agent)
     state = agent.state()
     assert state.pending_approvals == before
     assert runtime.pending_approvals() == before
@@ -509,19 +512,14 @@ def test_a_resumed_turn_whose_next_call_waits_survives_a_second_restart(
     )
     agent = runtime.start_agent(KEY, model=model, tools=make_tools(ran), restart="transient")
 
-    def restart() -> None:
-        old_ref = agent.ref
-        kill(old_ref)
-        wait_until(lambda: agent.alive and agent.ref is not old_ref, timeout=5)
-
     agent.prompt("mail bob and carol")
     wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
-    restart()
+    restarted(agent)
     agent.approve("c1", by="alice")
     agent.continue_run()
     wait_until(lambda: waiting(agent) == ["c2"], timeout=5)
     assert ran == ["lookup:bob", "send_mail:bob"]
-    restart()
+    restarted(agent)
     assert waiting(agent) == ["c2"]
     agent.approve("c2", args={"to": "dave"})
     agent.continue_run()
@@ -547,9 +545,7 @@ def test_a_denied_parked_call_gets_its_error_result_after_a_restart(runtime: Run
     agent = runtime.start_agent(KEY, model=model, tools=make_tools(ran), restart="transient")
     agent.prompt("mail")
     wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
-    old_ref = agent.ref
-    kill(old_ref)
-    wait_until(lambda: agent.alive and agent.ref is not old_ref, timeout=5)
+    restarted(agent)
     wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
     agent.deny("c1", "not today", by="ops")
     with pytest.raises(ApprovalError, match="already decided: denied"):
