@@ -6,7 +6,15 @@ event loop, no thread) so that every exit, with its reason, reaches their superv
 Erlang/OTP's semantics (see DESIGN.md section 3).
 """
 
-from supervisors._actor import ExitReason, Monitor, SupervisedActor, exit_reason, kill, monitor
+from supervisors._actor import (
+    ExitReason,
+    Monitor,
+    SupervisedActor,
+    exit_reason,
+    kill,
+    monitor,
+    watch,
+)
 from supervisors._async_tasks import AsyncTaskSupervisor
 from supervisors._asyncio_actor import AsyncioActor, LoopFuture
 from supervisors._dynamic import DynamicSupervisor
@@ -46,4 +54,5 @@ __all__ = [
     "monitor",
     "on_event_loop_thread",
     "supervisor_of",
+    "watch",
 ]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pykka
 
-from supervisors._actor import ExitReason, SupervisedActor, monitor
+from supervisors._actor import ExitReason, Monitor, SupervisedActor, watch
 from supervisors._core import Child, SupervisorCore, SupervisorHandle
 from supervisors._errors import MaxChildrenReached
 from supervisors._intensity import Clock, check_intensity
@@ -130,7 +130,7 @@ class DynamicSupervisorActor(SupervisorCore, SupervisedActor):
         would). A child dead by now is heard of at once, on this caller's thread."""
         ref = child.ref
         assert ref is not None
-        child.watch = monitor(ref, _CallerChildExit(self.roster, child, self.log))
+        child.watch = watch(ref, _CallerChildExit(self.roster, child, self.log))
         self.log.debug("supervisor.child.started", child=child.spec.id, actor=str(ref))
 
     def terminate_all(self) -> None:
@@ -162,17 +162,16 @@ class DynamicSupervisorActor(SupervisorCore, SupervisedActor):
             self.log.debug("supervisor.child.terminated", child=child_id)
 
 
-class _CallerChildExit:
+class _CallerChildExit(Monitor):
     """The exit monitor of a temporary child its caller started: the child is forgotten and
-    its slot freed, unless its caller or the supervisor's end stops it. One object per
-    child for the cyclic collector to walk, where a closure took five."""
-
-    __slots__ = ("child", "logger", "roster")
+    its slot freed, unless its caller or the supervisor's end stops it. Its own callback:
+    one object per child for the cyclic collector to walk."""
 
     def __init__(self, roster: _Roster, child: Child, logger: LibraryLogger) -> None:
+        super().__init__(None)
         self.roster, self.child, self.logger = roster, child, logger
 
-    def __call__(self, dead: pykka.ActorRef[Any], reason: ExitReason) -> None:
+    def exited(self, dead: pykka.ActorRef[Any], reason: ExitReason) -> None:
         roster, child = self.roster, self.child
         with roster.lock:
             if roster.by_caller.get(dead) is not child:  # its caller or the end stops it

@@ -12,7 +12,7 @@ import pykka
 import pytest
 
 from agent_runtime.testing import wait_until
-from supervisors import ExitReason, SupervisedActor, exit_reason, kill, monitor
+from supervisors import ExitReason, Monitor, SupervisedActor, exit_reason, kill, monitor, watch
 from tests.supervisors.conftest import Started
 from tests.supervisors.helpers import (
     Raise,
@@ -138,6 +138,50 @@ def test_a_cancelled_monitor_is_not_called(started: Started, recorder: Recorder)
 
     assert kept.count() == 1
     assert cancelled.count() == 0
+
+
+class Watcher(Monitor):
+    """A monitor that is its own callback (`watch`): records what `exited` was told."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.calls = Calls()
+
+    def exited(self, ref: pykka.ActorRef[Any], reason: ExitReason) -> None:
+        self.calls(ref, reason)
+
+
+@pytest.mark.parametrize("path", list(EXIT_PATHS))
+def test_a_watching_monitor_subclass_hears_each_kind_of_exit_once(
+    started: Started, recorder: Recorder, path: str
+) -> None:
+    kind, make_exit = EXIT_PATHS[path]
+    keep: list[Worker] = []
+    ref = start_worker(recorder, keep)
+    watcher = watch(ref, Watcher())
+
+    make_exit(ref)
+    wait_for_thread_end(recorder)
+    kill(ref)
+    ref.stop(block=False)
+
+    assert [r.kind for r in watcher.calls.reasons] == [kind]
+
+
+def test_a_watcher_of_a_dead_actor_hears_at_once_and_a_cancelled_one_never(
+    started: Started, recorder: Recorder
+) -> None:
+    keep: list[Worker] = []
+    ref = start_worker(recorder, keep)
+    cancelled = watch(ref, Watcher())
+    cancelled.cancel()
+    kill(ref)
+
+    late = watch(ref, Watcher())
+
+    assert cancelled.calls.count() == 0
+    assert late.calls.threads == [threading.get_ident()]
+    assert [r.kind for r in late.calls.reasons] == ["killed"]
 
 
 def test_exit_reason_is_none_while_the_actor_runs(started: Started, recorder: Recorder) -> None:
