@@ -4,45 +4,48 @@ from __future__ import annotations
 
 import builtins
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pykka
 
 from agent_runtime._errors import AlreadyRegistered
 from agent_runtime._key import AgentKey
-from supervisors import Monitor, monitor
+from supervisors import Monitor, watch
 
 __all__ = ["AgentKey", "AgentRegistry", "AlreadyRegistered"]
 
 V = TypeVar("V")
 
 
-@dataclass(eq=False)
-class _Entry(Generic[V]):
-    value: V
-    metadata: dict[str, Any]
-    ref: pykka.ActorRef[Any] | None
-    key: AgentKey
-    table: AgentRegistry[V] = field(repr=False)
-    watch: Monitor | None = field(default=None, repr=False)
+class _Entry(Monitor, Generic[V]):
+    """A registered value; with an actor `ref`, also the monitor of that actor's exit (one
+    object per agent for the cyclic collector to walk, where an entry, its monitor and the
+    monitor's callback were three)."""
+
+    def __init__(
+        self,
+        value: V,
+        metadata: dict[str, Any],
+        ref: pykka.ActorRef[Any] | None,
+        key: AgentKey,
+        table: AgentRegistry[V],
+    ) -> None:
+        super().__init__(None)
+        self.value = value
+        self.metadata = metadata
+        self.ref = ref
+        self.key = key
+        self.table = table
+
+    def __repr__(self) -> str:
+        return f"_Entry(key={self.key!r}, value={self.value!r}, ref={self.ref!r})"
 
     def live(self) -> bool:
         return self.ref is None or self.ref.is_alive()
 
     def exited(self, _ref: pykka.ActorRef[Any], _reason: object) -> None:
-        """The monitor's callback (a bound method: one object per agent for the cyclic
-        collector to walk, where a closure took five): the entry goes, unless replaced.
-        Unwatched, so the entry and its monitor (which holds this method) are not a cycle
-        left for the collector."""
-        self.watch = None
+        """Its actor exited: the entry goes, unless it was replaced."""
         self.table._drop(self.key, self)
-
-    def unwatch(self) -> None:
-        """Cancel the monitor, and let go of it (see `exited`)."""
-        watch, self.watch = self.watch, None
-        if watch is not None:
-            watch.cancel()
 
 
 class AgentRegistry(Generic[V]):
@@ -85,10 +88,10 @@ class AgentRegistry(Generic[V]):
                 raise AlreadyRegistered(agent_key, current.value)
             self._entries[agent_key] = entry
         if current is not None:
-            current.unwatch()
+            current.cancel()
         if ref is not None:
             # Registered before the monitor, so an actor that is already dead is removed at once.
-            entry.watch = monitor(ref, entry.exited)
+            watch(ref, entry)
         return agent_key
 
     def _drop(self, key: AgentKey, entry: _Entry[V]) -> None:
@@ -102,7 +105,7 @@ class AgentRegistry(Generic[V]):
         with self._lock:
             entry = self._entries.pop(agent_key, None)
         if entry is not None:
-            entry.unwatch()
+            entry.cancel()
         return entry is not None
 
     def _live(self, key: AgentKey) -> _Entry[V] | None:

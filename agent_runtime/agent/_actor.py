@@ -74,7 +74,7 @@ from agent_runtime.loop._approval import replace_amended
 from agent_runtime.messages import AssistantMessage, Message
 from agent_runtime.templates import Template
 from agent_runtime.tools import Tool, merge_tools
-from supervisors import AsyncioActor, ExitReason, monitor
+from supervisors import AsyncioActor, ExitReason, Monitor, watch
 from supervisors._actor import crash_reason
 from supervisors._log import LibraryLogger
 
@@ -172,7 +172,7 @@ class AgentActor(AsyncioActor):
     def on_start(self) -> None:
         cell = self.cell
         ref = self.actor_ref
-        monitor(ref, functools.partial(_exited, cell, self))
+        watch(ref, _IncarnationExit(cell, self))
         self.host.registry.register(
             self.key,
             cell.handle,
@@ -626,10 +626,19 @@ class AgentActor(AsyncioActor):
         return (*run.queued(kind), *own) if run is not None else own
 
 
-def _exited(cell: AgentCell, actor: AgentActor, _ref: Any, reason: ExitReason) -> None:
-    """An incarnation exited (on whichever thread its exit was reported): the cell hears of
-    it on the agent's loop."""
-    cell.on_loop(functools.partial(cell.exited, actor, reason))
+class _IncarnationExit(Monitor):
+    """The monitor of an incarnation's exit, its own callback (one object per agent for the
+    cyclic collector to walk, where a callback and its monitor were two)."""
+
+    def __init__(self, cell: AgentCell, actor: AgentActor) -> None:
+        super().__init__(None)
+        self.cell = cell
+        self.actor = actor
+
+    def exited(self, _ref: Any, reason: ExitReason) -> None:
+        """On whichever thread the exit was reported: the cell hears of it on its loop."""
+        cell = self.cell
+        cell.on_loop(functools.partial(cell.exited, self.actor, reason))
 
 
 _HANDLERS: dict[type, Handler] = {
