@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Self, TypeVar
 import pykka
 from pykka import messages as pykka_messages
 from pykka._envelope import Envelope
+from pykka._future import _Unset
 
 from supervisors._actor import ExitReason, ReportsExit
 from supervisors._step_watch import report_if_slow
@@ -34,7 +35,7 @@ T = TypeVar("T")
 # scheduler's reductions): an actor with a long mailbox never holds the loop for long.
 DRAIN_BUDGET = 64
 
-_waiters_lock = threading.Lock()  # makes the lazily created threading.Event of a _Flag once
+_waiters_lock = threading.Lock()  # makes the lazy threading.Event of a _Flag or a future once
 _running_loop = asyncio._get_running_loop  # the C accessor: ~30 ns, called per message
 
 
@@ -87,6 +88,9 @@ class _Flag(threading.Event):
         return True
 
 
+_UNSET = _Unset()
+
+
 class LoopFuture(pykka.Future[T]):
     """The future of an `AsyncioActor`'s `ask`: settled from any thread, awaited on a loop.
 
@@ -100,10 +104,13 @@ class LoopFuture(pykka.Future[T]):
       loop that is to settle it (a deadlock); await it instead.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self) -> None:  # pykka.Future.__init__ deliberately not called
+        # Its fields, with one shared "no hook result" marker where it makes one per future:
+        # an object for the cyclic collector per ask, and per idle agent (its cell's future).
+        self._get_hook = None
+        self._get_hook_result = _UNSET
         self._result: tuple[Any, Any] | None = None  # (value, exc_info or None)
-        self._done = _Flag()
+        self._event: threading.Event | None = None  # made when a thread first blocks on it
         self._callbacks: list[collections.abc.Callable[[], None]] | None = None
 
     def __repr__(self) -> str:
@@ -119,7 +126,7 @@ class LoopFuture(pykka.Future[T]):
                     "LoopFuture.get() called on a thread that runs an event loop: waiting "
                     "there would block the loop that is to answer; use `await future`"
                 )
-            if not self._done.wait(timeout):
+            if not self._block(timeout):
                 raise pykka.Timeout(f"{timeout} seconds")
             result = self._result
             assert result is not None
@@ -147,7 +154,9 @@ class LoopFuture(pykka.Future[T]):
                 raise queue.Full  # as pykka's ThreadingFuture: a future is settled once
             self._result = result
             callbacks, self._callbacks = self._callbacks, None
-        self._done.set()
+            event = self._event
+        if event is not None:
+            event.set()
         for callback in callbacks or ():
             callback()
 
@@ -163,7 +172,19 @@ class LoopFuture(pykka.Future[T]):
         settle it: that loop would stop)."""
         if self._result is not None or self._get_hook is not None:
             return True
-        return self._done.wait(timeout)
+        return self._block(timeout)
+
+    def _block(self, timeout: float | None) -> bool:
+        """Block this thread until the future is settled, on an Event made by the first
+        thread that waits (most asks are awaited on a loop, or answered before anyone
+        waits: no Event, and no object per ask for the cyclic collector)."""
+        with _waiters_lock:
+            if self._result is not None:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        return event.wait(timeout)
 
     def add_done_callback(self, fn: collections.abc.Callable[[LoopFuture[T]], None]) -> None:
         """Call `fn(self)` once the future is settled: at once if it is, else on the thread
