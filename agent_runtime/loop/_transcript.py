@@ -47,7 +47,9 @@ class TranscriptState:
     def __init__(self) -> None:
         self.count = 0  # messages fed
         self.vision = False
-        self._violations: list[str] = []
+        # A tuple, replaced when one is found (rarely): shared by copies, and no object for
+        # the cyclic collector to walk in each idle agent (an empty list is one).
+        self._violations: tuple[str, ...] = ()
         self._first_use: dict[str, int] = {}
         self._open: dict[str, ToolCall] = {}
         self._open_at: int | None = None
@@ -56,7 +58,7 @@ class TranscriptState:
     def copy(self) -> TranscriptState:
         other = TranscriptState.__new__(TranscriptState)
         other.count, other.vision = self.count, self.vision
-        other._violations = list(self._violations)
+        other._violations = self._violations
         other._first_use = dict(self._first_use)
         other._open, other._open_at = dict(self._open), self._open_at
         other._answered = dict(self._answered)
@@ -71,9 +73,9 @@ class TranscriptState:
                 self._open, self._open_at, self._answered = {}, index, {}
                 for call in message.tool_calls:
                     if call.id in self._first_use:
-                        self._violations.append(
+                        self._violations += (
                             f"duplicate tool-call id: {call.id!r} ({call.name}) in message "
-                            f"{index} was already used in message {self._first_use[call.id]}"
+                            f"{index} was already used in message {self._first_use[call.id]}",
                         )
                     else:
                         self._first_use[call.id] = index
@@ -93,14 +95,14 @@ class TranscriptState:
                 where = "there is no assistant message before it"
             else:
                 where = f"it is not a call of the preceding assistant message {self._open_at}"
-            self._violations.append(
+            self._violations += (
                 f"orphan tool result: message {index} answers tool call {call_id!r} "
-                f"({message.tool_name}), but {where}"
+                f"({message.tool_name}), but {where}",
             )
         elif call_id in self._answered:
-            self._violations.append(
+            self._violations += (
                 f"duplicate tool result: message {index} is a second result for tool call "
-                f"{call_id!r} (the first is message {self._answered[call_id]})"
+                f"{call_id!r} (the first is message {self._answered[call_id]})",
             )
         else:
             self._answered[call_id] = index
@@ -115,7 +117,9 @@ class TranscriptState:
         ]
 
     def _close(self, until: int) -> None:
-        self._violations.extend(self._unpaired(until))
+        unpaired = self._unpaired(until)
+        if unpaired:
+            self._violations += tuple(unpaired)
 
     @property
     def call_ids(self) -> KeysView[str]:
@@ -124,4 +128,4 @@ class TranscriptState:
 
     def violations(self) -> list[str]:
         """The violations of the messages fed so far, as `validate_transcript` words them."""
-        return self._violations + self._unpaired(None)
+        return [*self._violations, *self._unpaired(None)]

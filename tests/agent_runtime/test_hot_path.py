@@ -404,6 +404,26 @@ def test_a_buffered_token_leaves_few_objects_for_the_garbage_collector() -> None
     assert per_token <= 6, f"{per_token:.1f} tracked objects per buffered token"
 
 
+def test_an_idle_agent_leaves_few_objects_for_the_garbage_collector() -> None:
+    # Each full collection walks every idle agent: 100,000 of them spent ~10 s of their start
+    # in the collector at 36 tracked objects each (a monitor and its callback per watcher of
+    # the agent's exit, an exit lock and a "no result" marker per actor).
+    agents = 200
+    model = ScriptedModel()
+    policy = MemoryPolicy.none()
+    with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as rt:
+        rt.start_agent(("gc", "warm", 0), model=model, memory=policy)
+        gc.collect()
+        before = len(gc.get_objects())
+        started = [
+            rt.start_agent(("gc", "i", i), model=model, memory=policy) for i in range(agents)
+        ]
+        gc.collect()
+        per_agent = (len(gc.get_objects()) - before) / agents
+        assert not any(a.state().is_running for a in started)
+    assert per_agent <= 30, f"{per_agent:.1f} tracked objects per idle agent"
+
+
 def test_a_run_in_flight_leaves_few_objects_for_the_garbage_collector() -> None:
     # A burst's runs all wait on their model at once: what each holds meanwhile is traversed
     # by every collection and decides how soon a full one comes (153 objects per run with a
