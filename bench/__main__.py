@@ -53,7 +53,7 @@ REASONS: dict[str, str] = {
     "prompt() and wait_for_idle() per agent from one thread, two round trips; above it each "
     "run's set-up and events",
     "2500 concurrent runs of a 100 ms model, wall": "as for 1000 runs; the floor alone is "
-    "4.2-4.4x, over the target",
+    "3.5-5.1x, over the target in most runs",
     "1000 streamed deltas to one subscriber": "~9 us of CPU per delta on a fast day (26 us on a "
     "slow one), ~90% of it on the loop: the model's chunk and its abort check, the message "
     "builder, the per-token event and its snapshot; the target leaves 6.7 us",
@@ -68,9 +68,9 @@ REASONS: dict[str, str] = {
     "actor, cell, registry, monitors) and the collector",
     "100,000 idle agents on the runtime's loop (astart_agent, state(), astop)": "no hop and "
     "no thread (~50 us of start and ~37 us of stop per agent with the collector off, ~10 s "
-    "in all); the rest is CPython's cyclic garbage collector: 37 tracked objects per agent, "
-    "and each full collection walks every agent started so far (15 of them took 10.5 s of "
-    "26.9 s in a run on 2026-12-06)",
+    "in all); the rest is CPython's cyclic garbage collector: 27 tracked objects per agent "
+    "(37 before 2026-12-07), and each full collection walks every agent started so far (14 "
+    "of them took 7.5 s of 17.7-18.0 s in runs on 2026-12-07, 9.3-9.8 s of 19.3-21.3 s at 37)",
     "spawn + stop of an agent, p50": "the floor is 0.55-1.07x: the library's work per spawn "
     "and stop on the two threads (options validated, actor and cell, registry, monitors, "
     "log calls), ~120 us on a fast day, against an empty thread actor; on the runtime's loop "
