@@ -93,17 +93,16 @@ class ReportsExit:
     # collector to walk (100,000 idle agents: 35 objects each).
     _exit_lock = threading.Lock()
 
-    def _init_exit_reporting(self, initialized: threading.Event) -> None:
+    def _init_exit_reporting(self) -> None:
         self._exit_reason: ExitReason | None = None
         self._exit_fired = False
         self._monitors: dict[int, Monitor] | None = None  # made by the first monitor
-        self._initialized = initialized
 
     # -- hooks -------------------------------------------------------------------------------
 
     def wait_initialized(self, timeout: float | None = None) -> bool:
         """Block until `on_start` has returned or failed; False if `timeout` passed first."""
-        return self._initialized.wait(timeout)
+        raise NotImplementedError
 
     def on_exit(self, reason: ExitReason) -> None:
         """Run in the actor's own context (its thread, or its event loop) when it ends, after
@@ -243,7 +242,12 @@ class SupervisedActor(ReportsExit, pykka.ThreadingActor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._init_exit_reporting(threading.Event())
+        self._initialized = threading.Event()
+        self._init_exit_reporting()
+
+    def wait_initialized(self, timeout: float | None = None) -> bool:
+        """Block until `on_start` has returned or failed; False if `timeout` passed first."""
+        return self._initialized.wait(timeout)
 
     # -- pykka internals (pinned to pykka 4.x) -----------------------------------------------
 

@@ -35,16 +35,16 @@ T = TypeVar("T")
 # scheduler's reductions): an actor with a long mailbox never holds the loop for long.
 DRAIN_BUDGET = 64
 
-_waiters_lock = threading.Lock()  # makes the lazy threading.Event of a _Flag or a future once
+_waiters_lock = threading.Lock()  # makes each lazy threading.Event here once
 _running_loop = asyncio._get_running_loop  # the C accessor: ~30 ns, called per message
 
 
 class _Flag(threading.Event):
     """A `threading.Event` that costs one bool until a thread waits on it.
 
-    pykka's `actor_stopped` and the actor's "initialized" flag are Events; a real one is a
-    Condition, a lock and a deque per actor. Here the Event is made only when a thread
-    actually waits (a supervisor waiting for a start, from its own thread).
+    pykka's `actor_stopped` is an Event (pykka's refs read it); a real one is a Condition, a
+    lock and a deque per actor. Here the Event is made only when a thread actually waits
+    (a caller waiting for a stop, from its own thread).
     """
 
     def __init__(self) -> None:  # threading.Event.__init__ deliberately not called
@@ -392,6 +392,7 @@ class AsyncioActor(ReportsExit, pykka.Actor):
     use_actor_registry: ClassVar[bool] = True
 
     _loop: asyncio.AbstractEventLoop
+    _initialized_event: threading.Event | None = None  # made when a thread waits for the start
 
     @classmethod
     def start(  # adds the `loop` keyword
@@ -421,7 +422,7 @@ class AsyncioActor(ReportsExit, pykka.Actor):
         return obj.actor_ref
 
     def __init__(self, *_args: Any, **_kwargs: Any) -> None:
-        # pykka.Actor.__init__'s fields, with light Events (see _Flag) and a bound inbox.
+        # pykka.Actor.__init__'s fields, with a light Event (see _Flag) and a bound inbox.
         self.actor_urn = uuid.uuid4().urn
         inbox = _LoopInbox()
         self.actor_inbox = inbox
@@ -430,13 +431,35 @@ class AsyncioActor(ReportsExit, pykka.Actor):
         self._started = False
         self._handling = False
         self._finished = False
-        self._init_exit_reporting(_Flag())
+        self._initialized = False  # on_start has returned or failed (or the actor ended)
+        self._init_exit_reporting()
         inbox.bind(self, self._loop)
 
     @property
     def actor_loop(self) -> asyncio.AbstractEventLoop:
         """The event loop this actor's messages are handled on."""
         return self._loop
+
+    def wait_initialized(self, timeout: float | None = None) -> bool:
+        """Block until `on_start` has returned or failed; False if `timeout` passed first.
+        The Event it waits on is made by the first thread that waits (most starts are not
+        waited for from another thread: no object per actor for the cyclic collector)."""
+        with _waiters_lock:
+            if self._initialized:
+                return True
+            event = self._initialized_event
+            if event is None:
+                event = self._initialized_event = threading.Event()
+        return event.wait(timeout)
+
+    def _mark_initialized(self) -> None:
+        with _waiters_lock:
+            self._initialized = True
+            event = self._initialized_event
+            if event is not None:  # its waiters hold it; the actor need not (~650 bytes)
+                self._initialized_event = None
+        if event is not None:
+            event.set()
 
     def on_loop_thread(self) -> bool:
         """True when called on the thread running this actor's loop."""
@@ -464,7 +487,7 @@ class AsyncioActor(ReportsExit, pykka.Actor):
         except BaseException:  # an on_start failure of any kind is a crash
             self._handle_failure(*sys.exc_info())
         self._started = True
-        self._initialized.set()
+        self._mark_initialized()
         if self.actor_stopped.is_set():
             self._finish()
         elif not self.actor_inbox.empty():
@@ -557,7 +580,7 @@ class AsyncioActor(ReportsExit, pykka.Actor):
         if self._finished:
             return
         self._finished = True
-        self._initialized.set()
+        self._mark_initialized()
         inbox = self.actor_inbox
         assert isinstance(inbox, _LoopInbox)
         # Unbound first: a message put from now on is failed by its `put`, one put before
@@ -576,7 +599,7 @@ class AsyncioActor(ReportsExit, pykka.Actor):
         self._exit_abnormally(ExitReason("crash", "event loop closed"))
         if not self._finished:
             self._finished = True
-            self._initialized.set()
+            self._mark_initialized()
             inbox = self.actor_inbox
             assert isinstance(inbox, _LoopInbox)
             inbox.unbind()
