@@ -88,12 +88,12 @@ class ReportsExit:
     actor_stopped: threading.Event
     actor_inbox: Any
 
-    # One lock for every actor's exit bookkeeping: its sections are a few assignments and
-    # call out to nothing, and a lock per actor was one more object per agent for the cyclic
-    # collector to walk (100,000 idle agents: 35 objects each).
-    _exit_lock = threading.Lock()
-
     def _init_exit_reporting(self) -> None:
+        # A lock of its own, though it is one more object per agent for the cyclic collector:
+        # a collection may start inside a locked section (an allocation there on 3.11, any
+        # step on 3.12+) and run finalizers that cancel monitors or kill actors; with one
+        # lock for every actor, any such finalizer deadlocked the process's exits.
+        self._exit_lock = threading.Lock()
         self._exit_reason: ExitReason | None = None
         self._exit_fired = False
         self._monitors: dict[int, Monitor] | None = None  # made by the first monitor
@@ -127,6 +127,7 @@ class ReportsExit:
                 self._monitors[monitor.id] = monitor
                 return
             reason = self._exit_reason or NORMAL
+        monitor._actor = None
         _notify(monitor, self.actor_ref, reason)
 
     def _remove_monitor(self, monitor: Monitor) -> None:
@@ -152,6 +153,7 @@ class ReportsExit:
             monitors = list(self._monitors.values()) if self._monitors else []
             self._monitors = None
         for monitor in monitors:
+            monitor._actor = None  # fired: a monitor its owner keeps does not keep the actor
             _notify(monitor, self.actor_ref, reason)
         return reason
 
@@ -348,7 +350,10 @@ def watch(ref: pykka.ActorRef[Any], subscription: M) -> M:
 
     Raises:
         TypeError: `ref` is not the ref of a `SupervisedActor` or an `AsyncioActor`.
+        ValueError: `subscription` watches an actor already (one actor per subscription).
     """
+    if subscription._actor is not None:
+        raise ValueError(f"{subscription!r} watches an actor already: make one per actor")
     actor = _supervised(ref)
     if actor is None:  # long dead and collected
         _notify(subscription, ref, _reason_on_ref(ref))

@@ -155,6 +155,8 @@ class LoopFuture(pykka.Future[T]):
             self._result = result
             callbacks, self._callbacks = self._callbacks, None
             event = self._event
+            if event is not None:  # its waiters hold it; the future need not
+                self._event = None
         if event is not None:
             event.set()
         for callback in callbacks or ():

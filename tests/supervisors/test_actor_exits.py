@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
 import weakref
 from collections.abc import Callable
@@ -182,6 +183,67 @@ def test_a_watcher_of_a_dead_actor_hears_at_once_and_a_cancelled_one_never(
     assert cancelled.calls.count() == 0
     assert late.calls.threads == [threading.get_ident()]
     assert [r.kind for r in late.calls.reasons] == ["killed"]
+
+
+def test_a_subscription_watches_one_actor_at_a_time(started: Started, recorder: Recorder) -> None:
+    keep: list[Worker] = []
+    first, second = start_worker(recorder, keep), Worker.start("v", recorder)
+    watcher = watch(first, Watcher())
+
+    with pytest.raises(ValueError, match="watches an actor already"):
+        watch(second, watcher)
+    kill(first)
+    watch(second, watcher)  # heard of: free to watch another
+    kill(second)
+
+    assert [r.kind for r in watcher.calls.reasons] == ["killed", "killed"]
+
+
+class _CancelsOnCollection:
+    """Cyclic garbage whose finalizer cancels its monitor of another actor (as a forgotten
+    stream's watchdog would)."""
+
+    def __init__(self, other: pykka.ActorRef[Any]) -> None:
+        self.me = self
+        self.watch = monitor(other, lambda _ref, _reason: None)
+
+    def __del__(self) -> None:
+        self.watch.cancel()
+
+
+def test_a_collection_during_an_exit_may_cancel_a_monitor_of_another_actor(
+    started: Started, recorder: Recorder
+) -> None:
+    # A collection can start inside an actor's exit bookkeeping (an allocation there) and run
+    # finalizers that touch another actor's: with one lock for every actor that deadlocked.
+    other = Worker.start("other", recorder)
+    finished = threading.Event()
+
+    def exits() -> None:
+        for young, middle, promotions in itertools.product(range(1, 5), range(1, 4), range(3)):
+            exiting = Worker.start("w", recorder)
+            monitor(exiting, lambda _ref, _reason: None)
+            monitor(exiting, lambda _ref, _reason: None)
+            gc.collect()
+            garbage = [_CancelsOnCollection(other)]
+            gc.set_threshold(1, 1, 100_000)
+            for _ in range(promotions):
+                gc.collect(0)
+            del garbage
+            gc.set_threshold(young, middle, 100_000)
+            try:
+                kill(exiting)
+            finally:
+                gc.set_threshold(*thresholds)
+        finished.set()
+
+    thresholds = gc.get_threshold()
+    threading.Thread(target=exits, daemon=True).start()
+    try:
+        assert finished.wait(30), "an exit hung in a collection's finalizer"
+    finally:
+        gc.set_threshold(*thresholds)
+    kill(other)
 
 
 def test_exit_reason_is_none_while_the_actor_runs(started: Started, recorder: Recorder) -> None:
