@@ -407,7 +407,7 @@ def test_a_buffered_token_leaves_few_objects_for_the_garbage_collector() -> None
 def test_an_idle_agent_leaves_few_objects_for_the_garbage_collector() -> None:
     # Each full collection walks every idle agent: 100,000 of them spent ~10 s of their start
     # in the collector at 36 tracked objects each (a monitor and its callback per watcher of
-    # the agent's exit, an exit lock and a "no result" marker per actor).
+    # the agent's exit, an "initialized" event and a "no result" marker per actor).
     agents = 200
     model = ScriptedModel()
     policy = MemoryPolicy.none()
