@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Coroutine, MutableSequence, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -68,18 +68,27 @@ class ApprovalNote:
 
 Put = Callable[[Any], None]
 
+Screen = Callable[[ToolCall], Awaitable["ToolResult | None"]]
+"""The batch's `tool_call` guardrails for one call: its blocked result, or None to run it."""
+
 
 def call_task(
-    call: ToolCall, tools: Sequence[Tool], ctx: ToolContext, config: LoopConfig, put: Put
+    call: ToolCall,
+    tools: Sequence[Tool],
+    ctx: ToolContext,
+    config: LoopConfig,
+    put: Put,
+    screen: Screen | None = None,
 ) -> Coroutine[Any, Any, ToolResult]:
     """The coroutine a batch runs for `call`: `execute_tool_call` itself for a tool that needs
-    no approval (as it always was), else the gate around it."""
+    no approval (as it always was), else the gate around it. `screen` checks arguments a
+    human put in place of the model's, as the batch checked the model's before the gate."""
     found = find_tool(tools, call.name)
     if found is None or found.requires_approval is False:
         return execute_tool_call(
             call, tools, ctx, run_sync=config.run_sync, timeout=config.tool_timeout
         )
-    return _gated(found, call, tools, ctx, config, put)
+    return _gated(found, call, tools, ctx, config, put, screen)
 
 
 async def _gated(
@@ -89,6 +98,7 @@ async def _gated(
     ctx: ToolContext,
     config: LoopConfig,
     put: Put,
+    screen: Screen | None,
 ) -> ToolResult:
     approver: Approver | None = config.approvals
     decision = approver.decided(call.id) if approver is not None else None
@@ -148,6 +158,11 @@ async def _gated(
         return denied_result(tool.name, decision)
     if decision.args is not None:
         call = call.model_copy(update={"arguments": dict(decision.args), "raw_arguments": None})
+        # A human's edit meets the guardrails the model's arguments met: what runs is checked.
+        blocked = await screen(call) if screen is not None else None
+        if blocked is not None:
+            ctx.close()
+            return blocked
     return await _execute(call, tools, ctx, config)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
@@ -20,7 +21,7 @@ from agent_runtime.events import (
     ToolExecutionUpdate,
 )
 from agent_runtime.guardrails._runner import GuardrailRunner, Trip, result_text, tool_call_text
-from agent_runtime.loop._approval import ApprovalNote, call_task, stamped
+from agent_runtime.loop._approval import ApprovalNote, Screen, call_task, stamped
 from agent_runtime.loop.types import LoopConfig, Stamp
 from agent_runtime.messages import Content, Message, TextContent, ToolCall, ToolResult
 from agent_runtime.tools import Tool, ToolContext, error_result, find_tool
@@ -86,6 +87,17 @@ def blocked_call_result(call: ToolCall, trip: Trip) -> ToolResult:
         outcome="blocked",
         guardrail=trip.guardrail,
     )
+
+
+async def blocked_by(guards: GuardrailRunner, call: ToolCall) -> ToolResult | None:
+    """The result of `call` if one of `guards`' `tool_call` guardrails blocks it, else None."""
+    trip = await guards.check(
+        "tool_call",
+        tool_call_text(call.name, call.arguments),
+        tool_name=call.name,
+        arguments=call.arguments,
+    )
+    return None if trip is None else blocked_call_result(call, trip)
 
 
 def withheld_result(call: ToolCall, trip: Trip) -> ToolResult:
@@ -232,18 +244,16 @@ class ToolBatch:
 
     async def _run_group(self, group: list[ToolCall]) -> AsyncGenerator[Event, None]:
         guards = self._guards
+        screen: Screen | None = None
+        if guards is not None and guards.watches("tool_call"):
+            # Not a method: the screen goes into the calls' tasks, and no task holds the batch.
+            screen = functools.partial(blocked_by, guards)
         for call in group:
-            if guards is not None and guards.watches("tool_call"):
-                trip = await guards.check(
-                    "tool_call",
-                    tool_call_text(call.name, call.arguments),
-                    tool_name=call.name,
-                    arguments=call.arguments,
-                )
-                if trip is not None:  # not run; the model reads why
-                    result = blocked_call_result(call, trip)
-                    self._done[call.id] = result
-                    yield self._end_event(call, result)
+            if screen is not None:
+                blocked = await screen(call)
+                if blocked is not None:  # not run; the model reads why
+                    self._done[call.id] = blocked
+                    yield self._end_event(call, blocked)
                     continue
             yield self.stamp(
                 ToolExecutionStart, tool_call_id=call.id, name=call.name, args=call.arguments
@@ -260,7 +270,7 @@ class ToolBatch:
                 on_emit=queue,
             )
             self._contexts[call.id] = ctx
-            coro = call_task(call, self.tools, ctx, self.config, queue)
+            coro = call_task(call, self.tools, ctx, self.config, queue, screen)
             # The tool runs with its own span current, so work it starts (a delegated
             # subagent's run) links back to it.
             run_in = self._task_context(call.id) if self._task_context is not None else None

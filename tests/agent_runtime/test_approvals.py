@@ -26,6 +26,7 @@ from agent_runtime import (
 )
 from agent_runtime.config import RuntimeConfig
 from agent_runtime.events import AgentEnd, MessageEnd, ToolExecutionEnd, TurnEnd
+from agent_runtime.guardrails import RegexGuardrail
 from agent_runtime.loop import validate_transcript
 from agent_runtime.messages import AssistantMessage, ToolCall, ToolResultMessage
 from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
@@ -133,6 +134,36 @@ def test_edited_arguments_are_used_and_checked_like_the_model_s(runtime: Runtime
         agent.approve("c1", args={"to": object()})
     assert waiting(agent) == ["c1"]
     agent.approve("c1", args={"to": "carol"})
+    agent.wait_for_idle(timeout=5)
+    assert ran == ["send_mail:carol"]
+
+
+def test_edited_arguments_meet_the_tool_call_guardrails_the_model_s_met(
+    runtime: Runtime,
+) -> None:
+    ran: list[str] = []
+    model = ScriptedModel(
+        [
+            ScriptedTurn(tool_calls=[call("c1", "send_mail", to="bob")]),
+            "blocked",
+            ScriptedTurn(tool_calls=[call("c2", "send_mail", to="bob")]),
+            "mailed",
+        ]
+    )
+    guard = RegexGuardrail(keywords=["mallory"], at="tool_call")
+    agent = runtime.start_agent(KEY, model=model, tools=make_tools(ran), guardrails=[guard])
+    events = agent.subscribe()
+    agent.prompt("mail bob")
+    wait_until(lambda: waiting(agent) == ["c1"], timeout=5)
+    agent.approve("c1", args={"to": "mallory"})  # the model's call passed; the edit does not
+    agent.wait_for_idle(timeout=5)
+    assert ran == []
+    (end,) = [e for e in events.until_end(timeout=5) if isinstance(e, ToolExecutionEnd)]
+    assert end.is_error and end.result.details["outcome"] == "blocked"
+    assert results(agent.state().messages)["c1"].is_error
+    agent.prompt("mail bob again")
+    wait_until(lambda: waiting(agent) == ["c2"], timeout=5)
+    agent.approve("c2", args={"to": "carol"})  # an edit the guardrail lets through runs
     agent.wait_for_idle(timeout=5)
     assert ran == ["send_mail:carol"]
 
