@@ -89,11 +89,13 @@ class ReportsExit:
     actor_inbox: Any
 
     def _init_exit_reporting(self) -> None:
-        # A lock of its own, though it is one more object per agent for the cyclic collector:
-        # a collection may start inside a locked section (an allocation there on 3.11, any
-        # step on 3.12+) and run finalizers that cancel monitors or kill actors; with one
-        # lock for every actor, any such finalizer deadlocked the process's exits.
-        self._exit_lock = threading.Lock()
+        # A lock of its own, and reentrant: a collection may start inside a locked section (an
+        # allocation there on 3.11, any step on 3.12+) and run finalizers on this thread that
+        # cancel monitors or kill actors. One lock for every actor deadlocked on any such
+        # finalizer; a plain lock per actor still did on one that touches this same actor.
+        # Each section leaves the bookkeeping whole before it allocates, so a finalizer that
+        # re-enters sees a consistent state.
+        self._exit_lock = threading.RLock()
         self._exit_reason: ExitReason | None = None
         self._exit_fired = False
         self._monitors: dict[int, Monitor] | None = None  # made by the first monitor
@@ -123,7 +125,9 @@ class ReportsExit:
         with self._exit_lock:
             if not self._exit_fired:
                 if self._monitors is None:
-                    self._monitors = {}
+                    monitors: dict[int, Monitor] = {}
+                    if self._monitors is None:  # else a finalizer run by `{}` made one
+                        self._monitors = monitors
                 self._monitors[monitor.id] = monitor
                 return
             reason = self._exit_reason or NORMAL

@@ -211,11 +211,13 @@ class _CancelsOnCollection:
         self.watch.cancel()
 
 
-def test_a_collection_during_an_exit_may_cancel_a_monitor_of_another_actor(
-    started: Started, recorder: Recorder
+@pytest.mark.parametrize("of_whom", ["another actor", "the exiting actor"])
+def test_a_collection_during_an_exit_may_cancel_a_monitor(
+    started: Started, recorder: Recorder, of_whom: str
 ) -> None:
     # A collection can start inside an actor's exit bookkeeping (an allocation there) and run
-    # finalizers that touch another actor's: with one lock for every actor that deadlocked.
+    # finalizers that cancel monitors: of another actor (with one lock for every actor, that
+    # deadlocked), or of the very actor whose bookkeeping it interrupted.
     other = Worker.start("other", recorder)
     finished = threading.Event()
 
@@ -225,7 +227,7 @@ def test_a_collection_during_an_exit_may_cancel_a_monitor_of_another_actor(
             monitor(exiting, lambda _ref, _reason: None)
             monitor(exiting, lambda _ref, _reason: None)
             gc.collect()
-            garbage = [_CancelsOnCollection(other)]
+            garbage = [_CancelsOnCollection(other if of_whom == "another actor" else exiting)]
             gc.set_threshold(1, 1, 100_000)
             for _ in range(promotions):
                 gc.collect(0)

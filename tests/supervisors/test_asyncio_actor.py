@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import itertools
 import threading
 import time
 from collections.abc import Awaitable, Iterator
@@ -495,3 +498,66 @@ def test_asyncio_children_handle_what_their_inbox_held_before_a_supervisors_end_
     stopper.join(10.0)
     for log in logs:  # all its mail, then its stop: a stop message's place in the inbox
         assert log[1:] == [*range(150), ("stopped", "actor-loop")]
+
+
+class _TouchesOnCollection:
+    """Cyclic garbage whose finalizer tells a fresh actor and settles a future someone
+    awaits (as a forgotten subscription's finalizer tells its agent)."""
+
+    def __init__(self, ref: pykka.ActorRef[Any], ran_in: list[str], step: list[str]) -> None:
+        self.me = self
+        self.ref, self.ran_in, self.step = ref, ran_in, step
+        self.future: LoopFuture[int] = LoopFuture()
+        self.future.add_done_callback(lambda _future: None)
+
+    def __del__(self) -> None:
+        self.ran_in.append(self.step[0])
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.ref.tell("from a finalizer")
+        self.future.set(1)
+
+
+@pytest.mark.parametrize("step", ["tell a fresh actor", "wait on a future", "add a callback"])
+def test_a_collection_inside_a_wait_or_a_first_message_may_run_finalizers_that_do_the_same(
+    aio: AsyncTaskSupervisor, step: str
+) -> None:
+    # Each of these makes an object the first time (an inbox's queue, a future's Event or
+    # callback list); a collection at that allocation runs finalizers on the same thread.
+    finished = threading.Event()
+    thresholds = gc.get_threshold()
+    ran_in: list[str] = []  # where each finalizer ran: inside the step or not
+    now = ["outside"]
+
+    def steps() -> None:
+        for young, promotions in itertools.product(range(1, 4), range(3)):
+            touched = Worker.start(loop=aio.loop)
+            fresh = Worker.start(loop=aio.loop)
+            future: LoopFuture[int] = LoopFuture()
+            gc.collect()
+            garbage = [_TouchesOnCollection(touched, ran_in, now)]
+            gc.set_threshold(1, 1, 100_000)
+            for _ in range(promotions):
+                gc.collect(0)
+            del garbage
+            gc.set_threshold(young, 1, 100_000)
+            now[0] = "inside"
+            try:
+                if step == "tell a fresh actor":
+                    fresh.tell("first")
+                elif step == "wait on a future":
+                    assert not future.wait(timeout=0.001)
+                else:
+                    future.add_done_callback(lambda _future: None)
+            finally:
+                now[0] = "outside"
+                gc.set_threshold(*thresholds)
+            fresh.stop()
+            touched.stop()
+        finished.set()
+
+    threading.Thread(target=steps, daemon=True).start()
+    try:
+        assert finished.wait(30), "a step hung in a collection's finalizer"
+    finally:
+        gc.set_threshold(*thresholds)
+    assert "inside" in ran_in  # the case this is about happened
