@@ -14,7 +14,7 @@ class CountedCondition:
 
     __slots__ = ("_condition", "waiting")
 
-    def __init__(self, lock: threading.Lock) -> None:
+    def __init__(self, lock: threading.RLock) -> None:
         self._condition = threading.Condition(lock)
         self.waiting = 0
 

@@ -151,7 +151,10 @@ class EventStream:
         self._overflow: OverflowPolicy = overflow
         self._run_id = run_id
         self._agent = None if agent is None else AgentKey.of(agent)
-        self._lock = threading.Lock()
+        # Reentrant: a collection that starts while a thread holds it (at an allocation) runs
+        # finalizers there, and this stream's forgotten subscription's cancels the stream
+        # (the shared timer thread ending it at its timeout hung there for good).
+        self._lock = threading.RLock()
         self._readable = CountedCondition(self._lock)  # an item or the terminal is available
         self._writable = CountedCondition(self._lock)  # space freed, or the stream ended
         self._ended = threading.Event()
@@ -501,18 +504,29 @@ class EventStream:
             log.exception("event_stream.end_callback.failed", run_id=self._run_id)
 
     def _finish(self, terminal: Terminal) -> bool:
-        with self._lock:
-            if self._terminal is not None:
-                return False
-            self._terminal = ended = terminal.model_copy(
-                update={"agent": self._agent, "run_id": self._run_id, "seq": self._max_seq + 1}
+        lock = self._lock
+        while True:  # the terminal is made unlocked: a finalizer run there finds nothing half done
+            seq = self._max_seq + 1
+            ended = terminal.model_copy(
+                update={"agent": self._agent, "run_id": self._run_id, "seq": seq}
             )
+            lock.acquire()
+            if self._terminal is not None:
+                lock.release()
+                return False
+            if seq == self._max_seq + 1:
+                break  # holding the lock
+            lock.release()  # an event came in meanwhile: the terminal's seq follows it
+        try:
+            self._terminal = ended
             self._ended.set()
             self._readable.notify_all()
             self._writable.notify_all()
             for waiters in (self._async_readable, self._async_writable, self._async_ended):
                 waiters.wake_all_locked()
             callbacks, self._end_callbacks = self._end_callbacks, []
+        finally:
+            lock.release()
         self._watchdog.disarm()
         for callback in callbacks:
             self._run_end_callback(callback, ended)

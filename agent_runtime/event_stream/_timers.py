@@ -42,7 +42,10 @@ class _TimerThread:
     """The heap of deadlines and the daemon thread that serves it (started on first use)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # Reentrant: a collection that starts while a thread holds it (at an allocation) runs
+        # finalizers there, and a forgotten subscription's finalizer cancels its stream's
+        # timer. With a plain lock that thread hung for good.
+        self._cond = threading.Condition(threading.RLock())
         self._heap: list[tuple[float, int, TimerHandle]] = []
         self._counter = itertools.count()
         self._cancelled = 0
@@ -50,8 +53,9 @@ class _TimerThread:
 
     def schedule(self, delay: float, callback: Callable[[], object]) -> TimerHandle:
         handle = TimerHandle(self, time.monotonic() + delay, callback)
+        entry = (handle.deadline, next(self._counter), handle)  # made before the lock: see above
         with self._cond:
-            heapq.heappush(self._heap, (handle.deadline, next(self._counter), handle))
+            heapq.heappush(self._heap, entry)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="agent-runtime-timers", daemon=True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import itertools
 import threading
 import time
 import weakref
@@ -27,7 +28,7 @@ from agent_runtime.event_stream import (
     StreamOverflow,
 )
 from agent_runtime.event_stream._gap_queue import GapQueue
-from agent_runtime.event_stream._timers import pending_timers
+from agent_runtime.event_stream._timers import TimerHandle, _TimerThread, pending_timers
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
@@ -1206,3 +1207,114 @@ def test_taking_in_bulk_hands_out_what_taking_one_by_one_does(ops: list[tuple[st
             single.dropped,
         )
     assert bulk.pop_tail_gap() == single.pop_tail_gap()
+
+
+class _CancelsATimerOnCollection:
+    """Cyclic garbage whose finalizer cancels a timer, as a forgotten subscription's does
+    (its stream's lifetime timer goes with the stream)."""
+
+    def __init__(self, timer: TimerHandle, ran_in: list[str], now: list[str]) -> None:
+        self.me = self
+        self.timer, self.ran_in, self.now = timer, ran_in, now
+
+    def __del__(self) -> None:
+        self.ran_in.append(self.now[0])
+        self.timer.cancel()
+
+
+@pytest.mark.parametrize("step", ["set a timer", "cancel one as the heap is compacted"])
+def test_a_collection_inside_the_timers_bookkeeping_may_cancel_a_timer(step: str) -> None:
+    # Both steps allocate while they hold the timers' lock; a collection there runs
+    # finalizers on the same thread, and one may cancel a timer.
+    wheel = _TimerThread()
+    finished = threading.Event()
+    thresholds = gc.get_threshold()
+    ran_in: list[str] = []
+    now = ["outside"]
+
+    def steps() -> None:
+        for young, promotions in itertools.product(range(1, 5), range(3)):
+            timers = [wheel.schedule(60, lambda: None) for _ in range(200)]
+            compacting = 0  # cancelled up to the cancel that compacts the heap
+            while not (64 < wheel._cancelled + 1 > len(wheel._heap) / 2):
+                timers[compacting].cancel()
+                compacting += 1
+            gc.collect()
+            assert compacting < len(timers) - 1
+            garbage = [_CancelsATimerOnCollection(timers[-1], ran_in, now)]
+            gc.set_threshold(1, 1, 100_000)
+            for _ in range(promotions):
+                gc.collect(0)
+            del garbage
+            gc.set_threshold(young, 1, 100_000)
+            now[0] = "inside"
+            try:
+                if step == "set a timer":
+                    wheel.schedule(60, lambda: None).cancel()
+                else:
+                    timers[compacting].cancel()
+            finally:
+                now[0] = "outside"
+                gc.set_threshold(*thresholds)
+            for timer in timers:
+                timer.cancel()
+        finished.set()
+
+    threading.Thread(target=steps, daemon=True).start()
+    try:
+        assert finished.wait(30), "the timers' bookkeeping hung in a collection's finalizer"
+    finally:
+        gc.set_threshold(*thresholds)
+    assert "inside" in ran_in  # the case this is about happened
+
+
+class _ForgottenSubscription:
+    """Cyclic garbage whose finalizer cancels its stream, as a forgotten `Subscription`'s
+    does."""
+
+    def __init__(self, stream: EventStream, ran_in: list[str], now: list[str]) -> None:
+        self.me = self
+        self.stream, self.ran_in, self.now = stream, ran_in, now
+
+    def __del__(self) -> None:
+        self.ran_in.append(self.now[0])
+        self.stream.cancel("unsubscribed")
+
+
+def test_a_stream_ended_as_a_collection_cancels_it_from_a_finalizer_ends_once() -> None:
+    # The timer thread ends a stream at its timeout; a collection while it does may run the
+    # finalizer of the stream's forgotten subscription, which cancels the same stream.
+    finished = threading.Event()
+    thresholds = gc.get_threshold()
+    ran_in: list[str] = []
+    now = ["outside"]
+    terminals: list[list[Event]] = []
+
+    def steps() -> None:
+        for young, promotions in itertools.product(range(1, 6), range(3)):
+            stream = EventStream()
+            stream.push(ev(1))
+            gc.collect()
+            garbage = [_ForgottenSubscription(stream, ran_in, now)]
+            gc.set_threshold(1, 1, 100_000)
+            for _ in range(promotions):
+                gc.collect(0)
+            del garbage
+            gc.set_threshold(young, 1, 100_000)
+            now[0] = "inside"
+            try:
+                stream.cancel("timeout")
+            finally:
+                now[0] = "outside"
+                gc.set_threshold(*thresholds)
+            gc.collect()
+            terminals.append([e for e in stream if isinstance(e, Canceled)])
+        finished.set()
+
+    threading.Thread(target=steps, daemon=True).start()
+    try:
+        assert finished.wait(30), "ending a stream hung in a collection's finalizer"
+    finally:
+        gc.set_threshold(*thresholds)
+    assert "inside" in ran_in  # the case this is about happened
+    assert all(len(ended) == 1 for ended in terminals)
