@@ -54,11 +54,13 @@ class RuntimeCounters:
       restarts are seen on supervisor and actor threads; a subscription ends on whichever
       thread ends it). They change once per run, restart or subscription, under this
       object's own lock, which nothing else takes and which is never held while calling out.
+      It is reentrant: a collection during a `read()` may run a forgotten subscription's
+      finalizer, which ends its stream and adds the stream's drops on that same thread.
     A reading from another thread sees whole values and may be a few milliseconds behind.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._runs = dict.fromkeys(RUN_OUTCOMES, 0)
         self._restarts = 0
         self._dropped = 0

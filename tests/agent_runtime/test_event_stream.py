@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import supervisors
+from agent_runtime._counters import RuntimeCounters
 from agent_runtime._key import AgentKey
 from agent_runtime.event_stream import (
     EventStream,
@@ -1318,3 +1319,46 @@ def test_a_stream_ended_as_a_collection_cancels_it_from_a_finalizer_ends_once() 
         gc.set_threshold(*thresholds)
     assert "inside" in ran_in  # the case this is about happened
     assert all(len(ended) == 1 for ended in terminals)
+
+
+def test_a_collection_while_the_counters_are_read_may_end_a_stream_that_dropped_events() -> None:
+    # Reading the runtime's counters allocates under their lock; a collection there may run a
+    # forgotten subscription's finalizer, which ends its stream, whose drops are then added.
+    # (It hung on 3.12+, where a collection may start at any call; 3.11 takes that dict from a
+    # free list, and only a fresh allocation starts one.)
+    counters = RuntimeCounters()
+    finished = threading.Event()
+    thresholds = gc.get_threshold()
+    ran_in: list[str] = []
+    now = ["outside"]
+
+    def steps() -> None:
+        for young, promotions in itertools.product(range(1, 6), range(3)):
+            stream = EventStream(max_queue=1, overflow="drop_oldest")
+            for seq in (1, 2, 3):
+                stream.push(ev(seq))
+            counters.watch_dropped(stream)
+            gc.collect()
+            garbage = [_ForgottenSubscription(stream, ran_in, now)]
+            gc.set_threshold(1, 1, 100_000)
+            for _ in range(promotions):
+                gc.collect(0)
+            del garbage
+            gc.set_threshold(young, 1, 100_000)
+            now[0] = "inside"
+            try:
+                counters.read()
+            finally:
+                now[0] = "outside"
+                gc.set_threshold(*thresholds)
+            gc.collect()
+            assert stream.stats().dropped == 2 and stream.terminal is not None
+        finished.set()
+
+    threading.Thread(target=steps, daemon=True).start()
+    try:
+        assert finished.wait(30), "reading the counters hung in a collection's finalizer"
+    finally:
+        gc.set_threshold(*thresholds)
+    assert "inside" in ran_in  # the case this is about happened
+    assert counters.read().dropped_events == 2 * 15  # every stream's drops, each counted once
