@@ -36,11 +36,12 @@ class AbortSignal:
 
     def __init__(self, signal_id: int | None = None) -> None:
         self.id = signal_id if signal_id is not None else next(_ids)
-        self._lock = threading.Lock()
+        # Reentrant: a collection that starts while a thread holds it (at an allocation) runs
+        # finalizers there, and a forgotten run stream's finalizer aborts its run's signal.
+        self._lock = threading.RLock()
         self._aborted = False  # written under the lock; read without it (one bool)
-        # Made by the first `wait()`: most runs' signals are never waited on by a thread, and
-        # an Event is a condition, a lock and a deque for the collector to track, per run.
-        self._event: threading.Event | None = None
+        # Made by the first `wait()`: most runs' signals are never waited on by a thread.
+        self._event: _Gate | None = None
         self._reason: Any = None
         self._callbacks: dict[int, AbortCallback] = {}
         self._next_callback = 0
@@ -63,7 +64,7 @@ class AbortSignal:
             self._reason = reason if reason is not None else "aborted"
             self._aborted = True
             if self._event is not None:
-                self._event.set()
+                self._event.open()
             callbacks = list(self._callbacks.values())
         for callback in callbacks:
             try:
@@ -75,19 +76,24 @@ class AbortSignal:
     def clear(self) -> None:
         """Reset to not aborted, forgetting the reason; registered callbacks stay."""
         with self._lock:
+            if self._aborted:  # its gate is open for good: the next wait makes a new one
+                self._event = None
             self._aborted = False
-            if self._event is not None:
-                self._event.clear()
             self._reason = None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until aborted or `timeout` seconds pass; True if aborted."""
-        with self._lock:
-            if self._aborted:
-                return True
-            if self._event is None:
-                self._event = threading.Event()
-            event = self._event
+        if self._aborted:
+            return True
+        event = self._event
+        if event is None:
+            fresh = _Gate()  # made unlocked: a finalizer run here may abort
+            with self._lock:
+                if self._event is None:
+                    self._event = fresh
+                event = self._event
+        if self._aborted:  # aborted before the gate was there: nobody opens it
+            return True
         return event.wait(timeout)
 
     async def wait_async(self, timeout: float | None = None) -> bool:
@@ -137,6 +143,31 @@ class AbortSignal:
     def __repr__(self) -> str:
         state = f"aborted reason={self._reason!r}" if self.aborted else "clear"
         return f"<AbortSignal {self.id} {state}>"
+
+
+class _Gate:
+    """A one-shot `threading.Event` on one C lock, held until `open()`. A wait is one C call
+    with no Python code around the lock (an Event's has some: a finalizer run there by a
+    collection, on 3.13, that set the same Event hung the waiting thread). `open()` must be
+    called at most once (the signal's lock and its `_aborted` flag see to that)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def open(self) -> None:
+        self._lock.release()
+
+    def wait(self, timeout: float | None) -> bool:
+        if timeout is None:
+            passed = self._lock.acquire()
+        else:
+            passed = self._lock.acquire(timeout=max(timeout, 0.0))
+        if passed:
+            self._lock.release()  # open for the other waiters too
+        return passed
 
 
 class Aborted(AgentRuntimeError):

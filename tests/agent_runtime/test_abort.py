@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
+import itertools
 import threading
 import time
 
@@ -203,3 +205,67 @@ def test_concurrent_aborts_wake_every_waiter_exactly_once() -> None:
         thread.join(timeout=5)
     assert len(calls) == 1
     assert signal.reason in {f"r{i}" for i in range(10)}
+
+
+def _record_reason(calls: list[object], signal: AbortSignal) -> None:
+    calls.append(signal.reason)
+
+
+class _AbortsOnCollection:
+    """Cyclic garbage whose finalizer aborts a signal, as a forgotten run stream's does (the
+    stream ends, and its end aborts the run)."""
+
+    def __init__(self, signal: AbortSignal, ran_in: list[str], now: list[str]) -> None:
+        self.me = self
+        self.signal, self.ran_in, self.now = signal, ran_in, now
+
+    def __del__(self) -> None:
+        self.ran_in.append(self.now[0])
+        self.signal.abort("stream_closed")
+
+
+@pytest.mark.parametrize("step", ["abort", "wait"])
+def test_a_collection_inside_an_abort_or_a_first_wait_may_abort_the_same_signal(
+    step: str,
+) -> None:
+    # Both allocate while they hold the signal's lock (the callbacks' list, the Event); a
+    # collection there runs finalizers on that thread, and one may abort this signal.
+    finished = threading.Event()
+    thresholds = gc.get_threshold()
+    ran_in: list[str] = []
+    now = ["outside"]
+    heard: list[list[object]] = []
+
+    def steps() -> None:
+        for young, promotions in itertools.product(range(1, 6), range(3)):
+            signal = AbortSignal()
+            calls: list[object] = []
+            signal.on_abort(functools.partial(_record_reason, calls))
+            heard.append(calls)
+            gc.collect()
+            garbage = [_AbortsOnCollection(signal, ran_in, now)]
+            gc.set_threshold(1, 1, 100_000)
+            for _ in range(promotions):
+                gc.collect(0)
+            del garbage
+            gc.set_threshold(young, 1, 100_000)
+            now[0] = "inside"
+            try:
+                if step == "abort":
+                    signal.abort("user_abort")
+                else:
+                    signal.wait(0.001)
+            finally:
+                now[0] = "outside"
+                gc.set_threshold(*thresholds)
+            gc.collect()
+            assert signal.wait(0) and calls == [signal.reason]
+        finished.set()
+
+    threading.Thread(target=steps, daemon=True).start()
+    try:
+        assert finished.wait(30), "an abort or a wait hung in a collection's finalizer"
+    finally:
+        gc.set_threshold(*thresholds)
+    assert "inside" in ran_in  # the case this is about happened
+    assert all(len(calls) == 1 for calls in heard)  # each signal's callback heard one abort
