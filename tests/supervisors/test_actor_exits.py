@@ -222,11 +222,11 @@ def test_a_collection_during_an_exit_may_cancel_a_monitor(
     finished = threading.Event()
 
     def exits() -> None:
-        for young, middle, promotions in itertools.product(range(1, 5), range(1, 4), range(3)):
+        for young, middle, promotions in itertools.product(range(1, 5), range(1, 4), range(2)):
             exiting = Worker.start("w", recorder)
             monitor(exiting, lambda _ref, _reason: None)
             monitor(exiting, lambda _ref, _reason: None)
-            gc.collect()
+            gc.collect(1)  # the young generations: cheap
             garbage = [_CancelsOnCollection(other if of_whom == "another actor" else exiting)]
             gc.set_threshold(1, 1, 100_000)
             for _ in range(promotions):
