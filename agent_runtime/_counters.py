@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -108,11 +107,12 @@ class RuntimeCounters:
     def watch_dropped(self, stream: EventStream) -> None:
         """Add what `stream` (a subscription's) dropped on overflow once it ends; while it is
         open, its reader counts it live."""
-        stream.on_end(_DroppedOnEnd(self, weakref.ref(stream)))
+        stream.on_end_dropped(self._dropped_by)
 
     def _dropped_by(self, count: int) -> None:
-        with self._lock:
-            self._dropped += count
+        if count:
+            with self._lock:
+                self._dropped += count
 
     def read(self) -> CounterValues:
         """The counters now (every key of `RUN_OUTCOMES` and `TOOL_OUTCOMES` present)."""
@@ -128,21 +128,3 @@ class RuntimeCounters:
             restarts=restarts,
             dropped_events=dropped,
         )
-
-
-class _DroppedOnEnd:
-    """An `on_end` callback holding its stream weakly: a stream must not keep itself alive
-    through its own callback list (its subscription's collection closes it)."""
-
-    __slots__ = ("counters", "stream")
-
-    def __init__(self, counters: RuntimeCounters, stream: weakref.ref[EventStream]) -> None:
-        self.counters = counters
-        self.stream = stream
-
-    def __call__(self, _terminal: object) -> None:
-        stream = self.stream()
-        if stream is not None:
-            dropped = stream.stats().dropped
-            if dropped:
-                self.counters._dropped_by(dropped)

@@ -67,6 +67,19 @@ EndCallback = Callable[[Terminal], object]
 _EVENT_CLASS_SET = frozenset(EVENT_TYPES)
 
 
+class _DroppedAtEnd:
+    """`on_end_dropped`'s callback: the queue's drop count at the end, handed on."""
+
+    __slots__ = ("callback", "queue")
+
+    def __init__(self, queue: GapQueue[Event], callback: Callable[[int], object]) -> None:
+        self.queue, self.callback = queue, callback
+
+    def __call__(self, _terminal: Terminal) -> None:
+        # Read unlocked: once the stream has ended nothing is pushed, so nothing is dropped.
+        self.callback(self.queue.dropped)
+
+
 def _check_event(event: object, method: str) -> None:
     """Raise a TypeError naming the accepted types unless `event` is an `Event`.
 
@@ -496,6 +509,14 @@ class EventStream:
                     self._end_callbacks.remove(callback)
 
         return remove
+
+    def on_end_dropped(self, callback: Callable[[int], object]) -> Callable[[], None]:
+        """Call `callback(dropped)` once the stream ends, with every event overflow dropped
+        (`stats().dropped` then), as `on_end` calls its callbacks. What is registered holds
+        the stream's counters, not the stream: the count arrives also when the stream ends
+        as its subscription is collected (a weak reference to the stream is cleared by then).
+        """
+        return self.on_end(_DroppedAtEnd(self._queue, callback))
 
     def _run_end_callback(self, callback: EndCallback, terminal: Terminal) -> None:
         try:
