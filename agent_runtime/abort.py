@@ -16,6 +16,7 @@ from typing import Any
 
 from agent_runtime._errors import AgentRuntimeError
 from agent_runtime._wakeup import resolve
+from supervisors._gate import Gate
 from supervisors._log import get_logger
 
 log = get_logger(__name__)
@@ -41,7 +42,7 @@ class AbortSignal:
         self._lock = threading.RLock()
         self._aborted = False  # written under the lock; read without it (one bool)
         # Made by the first `wait()`: most runs' signals are never waited on by a thread.
-        self._event: _Gate | None = None
+        self._event: Gate | None = None
         self._reason: Any = None
         self._callbacks: dict[int, AbortCallback] = {}
         self._next_callback = 0
@@ -87,7 +88,7 @@ class AbortSignal:
             return True
         event = self._event
         if event is None:
-            fresh = _Gate()  # made unlocked: a finalizer run here may abort
+            fresh = Gate()  # made unlocked: a finalizer run here may abort
             with self._lock:
                 if self._event is None:
                     self._event = fresh
@@ -143,31 +144,6 @@ class AbortSignal:
     def __repr__(self) -> str:
         state = f"aborted reason={self._reason!r}" if self.aborted else "clear"
         return f"<AbortSignal {self.id} {state}>"
-
-
-class _Gate:
-    """A one-shot `threading.Event` on one C lock, held until `open()`. A wait is one C call
-    with no Python code around the lock (an Event's has some: a finalizer run there by a
-    collection, on 3.13, that set the same Event hung the waiting thread). `open()` must be
-    called at most once (the signal's lock and its `_aborted` flag see to that)."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def open(self) -> None:
-        self._lock.release()
-
-    def wait(self, timeout: float | None) -> bool:
-        if timeout is None:
-            passed = self._lock.acquire()
-        else:
-            passed = self._lock.acquire(timeout=max(timeout, 0.0))
-        if passed:
-            self._lock.release()  # open for the other waiters too
-        return passed
 
 
 class Aborted(AgentRuntimeError):

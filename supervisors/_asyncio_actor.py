@@ -27,6 +27,7 @@ from pykka._envelope import Envelope
 from pykka._future import _Unset
 
 from supervisors._actor import ExitReason, ReportsExit
+from supervisors._gate import Gate
 from supervisors._step_watch import report_if_slow
 
 T = TypeVar("T")
@@ -126,7 +127,7 @@ class LoopFuture(pykka.Future[T]):
         self._get_hook = None
         self._get_hook_result = _UNSET
         self._result: tuple[Any, Any] | None = None  # (value, exc_info or None)
-        self._event: threading.Event | None = None  # made when a thread first blocks on it
+        self._event: Gate | None = None  # made when a thread first blocks on it
         self._callbacks: list[collections.abc.Callable[[], None]] | None = None
 
     def __repr__(self) -> str:
@@ -174,7 +175,7 @@ class LoopFuture(pykka.Future[T]):
             if event is not None:  # its waiters hold it; the future need not
                 self._event = None
         if event is not None:
-            event.set()
+            event.open()
         for callback in callbacks or ():
             callback()
 
@@ -193,13 +194,13 @@ class LoopFuture(pykka.Future[T]):
         return self._block(timeout)
 
     def _block(self, timeout: float | None) -> bool:
-        """Block this thread until the future is settled, on an Event made by the first
+        """Block this thread until the future is settled, on a `Gate` made by the first
         thread that waits (most asks are awaited on a loop, or answered before anyone
-        waits: no Event, and no object per ask for the cyclic collector)."""
+        waits: no gate, and no object per ask for the cyclic collector)."""
         if self._result is not None:
             return True
-        event = _made_once(self, "_event", threading.Event)
-        if self._result is not None:  # settled before the Event was there: nobody sets it
+        event = _made_once(self, "_event", Gate)
+        if self._result is not None:  # settled before the gate was there: nobody opens it
             return True
         return event.wait(timeout)
 
