@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeGuard
 
 
 class AgentKey(NamedTuple):
@@ -24,8 +25,8 @@ class AgentKey(NamedTuple):
             ValueError: `value` is not a 3-tuple of a non-empty session string, a non-empty
                 role string and a non-negative int index; the message names the bad part.
         """
-        if value.__class__ is AgentKey and value in _VALID and value[2].__class__ is int:
-            return value  # checked before (every event of an agent carries its key)
+        if _checked_before(value):
+            return value  # every event of an agent carries its key
         if isinstance(value, AgentKey):
             parts: tuple[Any, ...] = tuple(value)
         elif isinstance(value, tuple | list) and len(value) == 3:
@@ -51,3 +52,25 @@ class AgentKey(NamedTuple):
 # Keys that passed `AgentKey.of` (equal tuples of str, str, int are equally valid), bounded.
 _VALID: dict[AgentKey, None] = {}
 _VALID_MAX = 4096
+
+
+def _checked_before(value: Any) -> TypeGuard[AgentKey]:
+    """Whether `value` is an AgentKey equal to one that passed `AgentKey.of` (its parts'
+    classes looked at first: a key holding something unhashable is not looked up)."""
+    return (
+        value.__class__ is AgentKey
+        and value[0].__class__ is str
+        and value[1].__class__ is str
+        and value[2].__class__ is int
+        and value in _VALID
+    )
+
+
+def validated_key(value: Any, handler: Callable[[Any], Any]) -> AgentKey:
+    """The validator of a pydantic field holding an AgentKey
+    (`Annotated[AgentKey, WrapValidator(validated_key)]`): a key that passed `AgentKey.of`
+    before is taken as it is, anything else is validated as the tuple, then by
+    `AgentKey.of`. The field's schema and serialisation are the tuple's."""
+    if _checked_before(value):
+        return value
+    return AgentKey.of(handler(value))

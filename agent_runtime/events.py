@@ -23,10 +23,11 @@ from pydantic import (
     PrivateAttr,
     SerializerFunctionWrapHandler,
     TypeAdapter,
+    WrapValidator,
     model_serializer,
 )
 
-from agent_runtime._key import AgentKey
+from agent_runtime._key import AgentKey, validated_key
 from agent_runtime._trusted import filled
 from agent_runtime.messages import AssistantMessage, Message, ToolResult, ToolResultMessage
 
@@ -56,7 +57,7 @@ __all__ = [
     "is_terminal",
 ]
 
-_Key = Annotated[AgentKey, AfterValidator(AgentKey.of)]
+_Key = Annotated[AgentKey, WrapValidator(validated_key)]
 
 
 # The `__pydantic_fields_set__` of every deferred update, shared: a set is an object the

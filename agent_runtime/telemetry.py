@@ -310,15 +310,17 @@ def _exporters(kind: str) -> tuple[Any, Any]:
 
 def _sdk_installed() -> bool:
     """Whether a tracer or meter provider other than the API's default is installed."""
-    tracing = not isinstance(
-        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
-    )
+    if not isinstance(trace.get_tracer_provider(), _API_TRACER_PROVIDERS):
+        return True
     provider = metrics.get_meter_provider()
-    metering = not (
+    return not (
         isinstance(provider, metrics.NoOpMeterProvider)
         or type(provider).__name__.startswith("_Proxy")
     )
-    return tracing or metering
+
+
+# The API's own tracer providers: with one of them current, no tracing SDK is installed.
+_API_TRACER_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 
 
 GEN_AI_SECONDS: tuple[float, ...] = tuple(0.01 * 2**n for n in range(14))  # 0.01 ... 81.92

@@ -79,7 +79,7 @@ class LibraryLogger:
             if getattr(type(bound), "is_enabled_for", None) is None:
                 return True
             return bool(bound.is_enabled_for(level))
-        return logging.getLogger(self._name).isEnabledFor(level)
+        return _stdlib_logger(self._name).isEnabledFor(level)
 
     def _bound(self) -> Any:
         bound = self._structlog
@@ -109,7 +109,7 @@ class LibraryLogger:
             if least is None or _LEVELS[method] >= least:
                 getattr(self._bound(), method)(event, **values)
             return
-        logger = logging.getLogger(self._name)
+        logger = _stdlib_logger(self._name)
         level = _LEVELS[method]
         if logger.isEnabledFor(level):
             exc_info = values.pop("exc_info", method == "exception")
@@ -117,6 +117,19 @@ class LibraryLogger:
                 f"{key}={value!r}" for key, value in {**self._context, **values}.items()
             )
             logger.log(level, "%s %s", event, fields, exc_info=exc_info)
+
+
+# The standard library's logger of each name, looked up once: `logging.getLogger` takes the
+# logging module's lock on every call, and the hot path logs (or asks) a few times per run.
+# Safe to keep: `logging` never replaces the logger of a name once made.
+_STDLIB_LOGGERS: dict[str, logging.Logger] = {}
+
+
+def _stdlib_logger(name: str) -> logging.Logger:
+    logger = _STDLIB_LOGGERS.get(name)
+    if logger is None:
+        logger = _STDLIB_LOGGERS.setdefault(name, logging.getLogger(name))
+    return logger
 
 
 def get_logger(name: str) -> LibraryLogger:

@@ -131,8 +131,8 @@ def _result(run_id: str, terminal: Event, output: OutputSpec | None) -> RunResul
         raise RunCanceled(terminal.reason)
     assert isinstance(terminal, AgentEnd)
     replies = [m for m in terminal.new_messages if isinstance(m, AssistantMessage)]
-    usage = Usage()
-    for reply in replies:
+    usage = replies[0].usage if replies else Usage()  # frozen: one reply's is the sum
+    for reply in replies[1:]:
         usage = usage + reply.usage
     last = replies[-1] if replies else None
     text = last.text if last else ""

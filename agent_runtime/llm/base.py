@@ -92,7 +92,7 @@ class BaseChatModel(ABC):
         if streaming:
             needed.add("streaming")
         info = self.info
-        missing = sorted(needed - set(info.capabilities))
+        missing = sorted(needed.difference(info.capabilities))
         if missing:
             raise CapabilityNotSupportedError(
                 f"model {info.model!r} of {info.provider!r} does not support {', '.join(missing)}",

@@ -63,7 +63,7 @@ from agent_runtime.events import (
 from agent_runtime.llm.middleware.observable import ObservableModel
 from agent_runtime.messages import AssistantMessage
 from agent_runtime.telemetry import telemetry_enabled, tracer
-from supervisors._log import get_logger
+from supervisors._log import LibraryLogger, get_logger
 
 log = get_logger(__name__)
 
@@ -78,11 +78,9 @@ def current_links() -> list[Link]:
     return [Link(span_context)] if span_context.is_valid else []
 
 
-def debug_logged(logger: Any = None) -> bool:
+def debug_logged(logger: LibraryLogger | None = None) -> bool:
     """Whether `logger` (this module's by default) logs debug lines (asked once per run)."""
-    bound = (logger or log).bind()
-    enabled = getattr(bound, "is_enabled_for", None) or getattr(bound, "isEnabledFor", None)
-    return True if enabled is None else bool(enabled(logging.DEBUG))
+    return (logger or log).is_enabled_for(logging.DEBUG)
 
 
 def observes_itself(model: Any) -> bool:

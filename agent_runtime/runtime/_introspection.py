@@ -15,17 +15,17 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 import pykka
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WrapValidator
 
 from agent_runtime._counters import RuntimeCounters
-from agent_runtime._key import AgentKey
+from agent_runtime._key import AgentKey, validated_key
 from agent_runtime.agent import Agent
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._status import activity
 from agent_runtime.registry import AgentRegistry
 from supervisors import ChildSpec
 
-_Key = Annotated[AgentKey, AfterValidator(AgentKey.of)]
+_Key = Annotated[AgentKey, WrapValidator(validated_key)]
 
 
 class _Frozen(BaseModel):

@@ -78,6 +78,38 @@ def test_an_invalid_agent_key_is_rejected() -> None:
         AgentStart(agent=("", "research", 0))
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        AgentKey(["s1"], "research", 0),  # type: ignore[arg-type]  # unhashable: not looked up
+        AgentKey("s1", "", 0),
+        AgentKey("s1", "research", -1),
+    ],
+)
+def test_an_agent_key_instance_with_bad_parts_is_rejected_by_validation(key: AgentKey) -> None:
+    with pytest.raises(ValidationError):
+        AgentStart(agent=key)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        AgentKey(["s1"], "research", 0),  # type: ignore[arg-type]
+        AgentKey("s1", "research", "0"),  # type: ignore[arg-type]  # no coercion here
+        AgentKey("s1", "research", True),
+    ],
+)
+def test_agent_key_of_names_a_bad_part_of_an_agent_key_instance(key: AgentKey) -> None:
+    with pytest.raises(ValueError, match="invalid agent key"):
+        AgentKey.of(key)
+
+
+def test_a_valid_agent_key_is_kept_as_the_same_object() -> None:
+    key = AgentKey.of(("s1", "research", 0))
+    assert AgentStart(agent=key).agent is key
+    assert MessageStart(agent=key, message=UserMessage(content="hi")).agent is key
+
+
 def test_identity_defaults() -> None:
     event = TurnStart()
     assert (event.agent, event.run_id, event.seq) == (None, "", 0)
