@@ -408,7 +408,7 @@ class AsyncioActor(ReportsExit, pykka.Actor):
     use_actor_registry: ClassVar[bool] = True
 
     _loop: asyncio.AbstractEventLoop
-    _initialized_event: threading.Event | None = None  # made when a thread waits for the start
+    _initialized_gate: Gate | None = None  # made when a thread waits for the start
 
     @classmethod
     def start(  # adds the `loop` keyword
@@ -458,23 +458,23 @@ class AsyncioActor(ReportsExit, pykka.Actor):
 
     def wait_initialized(self, timeout: float | None = None) -> bool:
         """Block until `on_start` has returned or failed; False if `timeout` passed first.
-        The Event it waits on is made by the first thread that waits (most starts are not
+        The gate it waits on is made by the first thread that waits (most starts are not
         waited for from another thread: no object per actor for the cyclic collector)."""
         if self._initialized:
             return True
-        event = _made_once(self, "_initialized_event", threading.Event)
-        if self._initialized:  # marked before the Event was there: nobody sets it
+        gate = _made_once(self, "_initialized_gate", Gate)
+        if self._initialized:  # marked before the gate was there: nobody opens it
             return True
-        return event.wait(timeout)
+        return gate.wait(timeout)
 
     def _mark_initialized(self) -> None:
         with _waiters_lock:
             self._initialized = True
-            event = self._initialized_event
-            if event is not None:  # its waiters hold it; the actor need not (~650 bytes)
-                self._initialized_event = None
-        if event is not None:
-            event.set()
+            gate = self._initialized_gate
+            if gate is not None:  # its waiters hold it; the actor need not
+                self._initialized_gate = None
+        if gate is not None:
+            gate.open()
 
     def on_loop_thread(self) -> bool:
         """True when called on the thread running this actor's loop."""
