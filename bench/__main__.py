@@ -8,16 +8,18 @@ repetitions; absolute numbers depend on the machine, ratios much less. Nothing h
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agent_runtime.config import TelemetryConfig
 from agent_runtime.telemetry import configure_logging
@@ -96,23 +98,40 @@ def us(seconds: float) -> float:
     return seconds * 1e6
 
 
+T = TypeVar("T")
+
+
+def interleaved(**measures: Callable[[], T]) -> dict[str, list[T]]:
+    """Each of `measures` once per round, in turn, for REPS rounds: the figure and its
+    baseline (and floor) alternate, so the machine's drift over the minutes of a run (20% and
+    more here) falls on both alike instead of on whichever is measured last."""
+    results: dict[str, list[T]] = {name: [] for name in measures}
+    for _ in range(REPS):
+        for name, measure in measures.items():
+            results[name].append(measure())
+    return results
+
+
 def measure() -> tuple[list[Row], list[Row]]:
     """The figures, and the floor of one bare loop actor per agent for five of them."""
     rows: list[Row] = []
     floor: list[Row] = []
     n = 300
-    bare = [us(statistics.median(f.bare_turns(n))) for _ in range(REPS)]
-    bare_p50 = statistics.median(bare)
-    least = statistics.median(us(statistics.median(f.floor_turns(n))) for _ in range(REPS))
+    turns = interleaved(
+        bare=lambda: f.bare_turns(n),
+        floor=lambda: f.floor_turns(n),
+        ours=lambda: f.text_turns(n),
+        deep=lambda: f.text_turns(200, history=3000),
+        read=lambda: f.text_turns(200, history=3000, from_memory=True),
+    )
+    bare_p50 = statistics.median(us(statistics.median(s)) for s in turns["bare"])
+    least = statistics.median(us(statistics.median(s)) for s in turns["floor"])
     floor.append(Row("one text turn, p50", least, bare_p50, "us", "<= 3x", least <= 3 * bare_p50))
-    turns = [f.text_turns(n) for _ in range(REPS)]
-    p50 = statistics.median(us(f.percentile(s, 0.5)) for s in turns)
-    p99 = statistics.median(us(f.percentile(s, 0.99)) for s in turns)
+    p50 = statistics.median(us(f.percentile(s, 0.5)) for s in turns["ours"])
+    p99 = statistics.median(us(f.percentile(s, 0.99)) for s in turns["ours"])
     rows.append(Row("one text turn, p50", p50, bare_p50, "us", "<= 3x", p50 <= 3 * bare_p50))
     rows.append(Row("one text turn, p99", p99, None, "us", "<= 1000 us", p99 <= 1000))
-    deep = statistics.median(
-        us(f.percentile(f.text_turns(200, history=3000), 0.5)) for _ in range(REPS)
-    )
+    deep = statistics.median(us(f.percentile(s, 0.5)) for s in turns["deep"])
     rows.append(
         Row(
             "text turn with 3,000 messages, p50",
@@ -123,10 +142,7 @@ def measure() -> tuple[list[Row], list[Row]]:
             deep <= 1.2 * p50,
         )
     )
-    read = statistics.median(
-        us(f.percentile(f.text_turns(200, history=3000, from_memory=True), 0.5))
-        for _ in range(REPS)
-    )
+    read = statistics.median(us(f.percentile(s, 0.5)) for s in turns["read"])
     rows.append(
         Row(
             "text turn with 3,000 messages read from session memory, p50",
@@ -137,15 +153,19 @@ def measure() -> tuple[list[Row], list[Row]]:
             True,
         )
     )
-    bare_tool = statistics.median(us(statistics.median(f.bare_turns(n, True))) for _ in range(REPS))
-    tool = statistics.median(us(f.percentile(f.tool_turns(n), 0.5)) for _ in range(REPS))
+    tools = interleaved(bare=lambda: f.bare_turns(n, True), ours=lambda: f.tool_turns(n))
+    bare_tool = statistics.median(us(statistics.median(s)) for s in tools["bare"])
+    tool = statistics.median(us(f.percentile(s, 0.5)) for s in tools["ours"])
     rows.append(
         Row("one tool call then text, p50", tool, bare_tool, "us", "<= 4x", tool <= 4 * bare_tool)
     )
     for size, limit in ((1000, 2), (2500, 4)):
-        ours = statistics.median(f.burst(size) for _ in range(REPS)) * 1e3
-        base = statistics.median(f.bare_burst(size) for _ in range(REPS)) * 1e3
-        least = statistics.median(f.floor_burst(size) for _ in range(REPS)) * 1e3
+        walls = interleaved(
+            ours=functools.partial(f.burst, size),
+            base=functools.partial(f.bare_burst, size),
+            floor=functools.partial(f.floor_burst, size),
+        )
+        ours, base, least = (statistics.median(walls[k]) * 1e3 for k in ("ours", "base", "floor"))
         name = f"{size} concurrent runs of a 100 ms model, wall"
         rows.append(Row(name, ours, base, "ms", f"<= {limit}x", ours <= limit * base))
         floor.append(Row(name, least, base, "ms", f"<= {limit}x", least <= limit * base))
@@ -242,14 +262,17 @@ def measure() -> tuple[list[Row], list[Row]]:
     rows.append(Row("CPU per text turn (all threads)", cpu_turn, None, "us", "measured", True))
     cpu_delta = us(f.cpu_per_delta(2000))
     rows.append(Row("CPU per streamed delta", cpu_delta, None, "us", "measured", True))
-    spawn = statistics.median(us(statistics.median(f.spawn_stop(200))) for _ in range(REPS))
-    actor = statistics.median(
-        us(statistics.median(f.bare_actor_start_stop(200))) for _ in range(REPS)
+    starts = interleaved(
+        ours=lambda: f.spawn_stop(200),
+        actor=lambda: f.bare_actor_start_stop(200),
+        in_place=lambda: f.spawn_stop_in_place(200),
+        floor=lambda: f.floor_spawn_stop(200),
+    )
+    spawn, actor, aio_spawn, least = (
+        statistics.median(us(statistics.median(s)) for s in starts[k])
+        for k in ("ours", "actor", "in_place", "floor")
     )
     rows.append(Row("spawn + stop of an agent, p50", spawn, actor, "us", "<= 1.0x", spawn <= actor))
-    aio_spawn = statistics.median(
-        us(statistics.median(f.spawn_stop_in_place(200))) for _ in range(REPS)
-    )
     rows.append(
         Row(
             "spawn + stop of an agent on the runtime's loop (astart_agent + astop), p50",
@@ -260,7 +283,6 @@ def measure() -> tuple[list[Row], list[Row]]:
             aio_spawn <= actor,
         )
     )
-    least = statistics.median(us(statistics.median(f.floor_spawn_stop(200))) for _ in range(REPS))
     floor.append(
         Row("spawn + stop of an agent, p50", least, actor, "us", "<= 1.0x", least <= actor)
     )
@@ -363,7 +385,8 @@ def main() -> None:
         "",
         f"Machine: {machine()}.",
         "Command: `make bench` (medians of at least 5 repetitions; baselines measured in the "
-        f"same run; {time.monotonic() - started:.0f} s in all).",
+        "same run, the turns', bursts' and spawns' in turn with their figures and floors, one "
+        f"repetition each per round; {time.monotonic() - started:.0f} s in all).",
         "",
         *lines,
         "",
