@@ -35,7 +35,7 @@ REASONS: dict[str, str] = {
     # Why a figure misses its target, kept with the table in RESULTS.md (profiles of the
     # loop-actor core, 2026-12-06; docs/performance.md says more). This machine runs the same
     # code at ~1x or ~3x speed from one hour to the next: the shares hold, not the microseconds.
-    "one text turn, p50": "the run's own work, not the hops (the floor is 0.66-1.0x): a flat "
+    "one text turn, p50": "the run's own work, not the hops (the floor is 0.66-1.3x): a flat "
     "profile, no function above 5%; in-process, about 270 us of a turn's loop CPU is fixed "
     "(the start, eight structural events, the actor's messages for start, commits and end, "
     "the caller's result) and each of the twenty deltas adds ~4.5 us with nobody listening "
@@ -54,8 +54,9 @@ REASONS: dict[str, str] = {
     "1000 concurrent runs of a 100 ms model, wall": "the floor alone is 1.8-2.3x: a synchronous "
     "prompt() and wait_for_idle() per agent from one thread, two round trips; above it each "
     "run's set-up and events",
-    "2500 concurrent runs of a 100 ms model, wall": "as for 1000 runs; the floor alone is "
-    "3.5-5.1x, over the target in most runs",
+    "2500 concurrent runs of a 100 ms model, wall": "as for 1000 runs; the floor is 2.3-2.4x "
+    "with its baseline interleaved (3.5-5.1x with the baseline taken first): the runs' own "
+    "set-up and events",
     "1000 streamed deltas to one subscriber": "~9 us of CPU per delta on a fast day (26 us on a "
     "slow one), ~90% of it on the loop: the model's chunk and its abort check, the message "
     "builder, the per-token event and its snapshot; the target leaves 6.7 us",
