@@ -48,13 +48,14 @@ class _Flag(threading.Event):
     """A `threading.Event` that costs one bool until a thread waits on it.
 
     pykka's `actor_stopped` is an Event (pykka's refs read it); a real one is a Condition, a
-    lock and a deque per actor. Here the Event is made only when a thread actually waits
-    (a caller waiting for a stop, from its own thread).
+    lock and a deque per actor. Here a thread that waits makes a `Gate` (one C lock), which
+    `set` opens and lets go of: as for an ask's or a start's wait, a finalizer that a
+    collection runs during the wait cannot hang it on the Event's own lock (3.13).
     """
 
     def __init__(self) -> None:  # threading.Event.__init__ deliberately not called
         self._is_set = False
-        self._event: threading.Event | None = None
+        self._gate: Gate | None = None
 
     def __repr__(self) -> str:
         return f"<_Flag {'set' if self._is_set else 'unset'}>"
@@ -65,29 +66,23 @@ class _Flag(threading.Event):
     isSet = is_set  # threading.Event's old alias
 
     def set(self) -> None:
-        self._is_set = True
-        event = self._event
-        if event is not None:
-            event.set()
+        with _waiters_lock:
+            self._is_set = True
+            gate, self._gate = self._gate, None
+        if gate is not None:  # opened once: it is no longer the flag's to open again
+            gate.open()
 
     def clear(self) -> None:
-        self._is_set = False
-        event = self._event
-        if event is not None:
-            event.clear()
+        with _waiters_lock:
+            self._is_set = False
 
     def wait(self, timeout: float | None = None) -> bool:
         if self._is_set:
             return True
-        event = _made_once(self, "_event", threading.Event)
-        if self._is_set:  # set between the check above and the Event's making
-            event.set()
-        if not event.wait(timeout):
-            return False
-        with _waiters_lock:  # set: later waits read the bool; the Event (~650 bytes) can go
-            if self._is_set and self._event is event:
-                self._event = None
-        return True
+        gate = _made_once(self, "_gate", Gate)
+        if self._is_set:  # set before the gate was there: nobody opens it
+            return True
+        return gate.wait(timeout)
 
 
 _UNSET = _Unset()

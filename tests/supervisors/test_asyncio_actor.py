@@ -561,3 +561,68 @@ def test_a_collection_inside_a_wait_or_a_first_message_may_run_finalizers_that_d
     finally:
         gc.set_threshold(*thresholds)
     assert "inside" in ran_in  # the case this is about happened
+
+
+def test_a_thread_waiting_on_actor_stopped_returns_when_the_actor_stops(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    ref = Worker.start(loop=aio.loop)
+    assert not ref.actor_stopped.wait(timeout=0.01)  # alive: the wait times out
+    waited: list[bool] = []
+    waiter = threading.Thread(target=lambda: waited.append(ref.actor_stopped.wait(timeout=10)))
+    waiter.start()
+    ref.stop()
+    waiter.join(10)
+    assert waited == [True]
+    assert ref.actor_stopped.wait(timeout=0)  # stopped: at once, also later
+
+
+class _KillsOnCollection:
+    """Cyclic garbage whose finalizer kills an actor: its `actor_stopped` is set on whichever
+    thread the collection runs on, maybe one waiting on that very flag."""
+
+    def __init__(self, ref: pykka.ActorRef[Any], ran_in: list[str], step: list[str]) -> None:
+        self.me = self
+        self.ref, self.ran_in, self.step = ref, ran_in, step
+
+    def __del__(self) -> None:
+        self.ran_in.append(self.step[0])
+        kill(self.ref, "from a finalizer")
+
+
+def test_a_collection_inside_a_wait_on_actor_stopped_may_run_a_finalizer_that_stops_it(
+    aio: AsyncTaskSupervisor,
+) -> None:
+    finished = threading.Event()
+    thresholds = gc.get_threshold()
+    ran_in: list[str] = []  # where each finalizer ran: inside the wait or not
+    now = ["outside"]
+    waits: list[tuple[bool, int]] = []  # each wait's answer, and how many finalizers had run
+
+    def steps() -> None:
+        for young, promotions in itertools.product(range(1, 4), range(2)):
+            ref = Worker.start(loop=aio.loop)
+            gc.collect(1)  # the young generations: cheap
+            garbage = [_KillsOnCollection(ref, ran_in, now)]
+            gc.set_threshold(1, 1, 100_000)
+            for _ in range(promotions):
+                gc.collect(0)
+            del garbage
+            gc.set_threshold(young, 1, 100_000)
+            now[0] = "inside"
+            try:
+                stopped = ref.actor_stopped.wait(timeout=0.2)
+            finally:
+                now[0] = "outside"
+                gc.set_threshold(*thresholds)
+            waits.append((stopped, len(ran_in)))  # stopped once its finalizer had run
+            gc.collect(1)  # the finalizer runs now if it did not yet
+        finished.set()
+
+    threading.Thread(target=steps, daemon=True).start()
+    try:
+        assert finished.wait(30), "a wait on actor_stopped hung in a collection's finalizer"
+    finally:
+        gc.set_threshold(*thresholds)
+    assert "inside" in ran_in  # the case this is about happened
+    assert all(stopped == (ran == n + 1) for n, (stopped, ran) in enumerate(waits))
