@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_runtime._errors import AgentRuntimeError
 from agent_runtime._wakeup import resolve
-from supervisors._gate import Gate
+from supervisors._gate import Gate, wait_on_gate
 from supervisors._log import get_logger
 
 log = get_logger(__name__)
@@ -84,18 +84,7 @@ class AbortSignal:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until aborted or `timeout` seconds pass; True if aborted."""
-        if self._aborted:
-            return True
-        event = self._event
-        if event is None:
-            fresh = Gate()  # made unlocked: a finalizer run here may abort
-            with self._lock:
-                if self._event is None:
-                    self._event = fresh
-                event = self._event
-        if self._aborted:  # aborted before the gate was there: nobody opens it
-            return True
-        return event.wait(timeout)
+        return wait_on_gate(self, "_event", lambda: self._aborted, self._lock, timeout)
 
     async def wait_async(self, timeout: float | None = None) -> bool:
         """Await the abort without blocking the event loop; True if aborted in time."""

@@ -27,11 +27,10 @@ from pykka._envelope import Envelope
 from pykka._future import _Unset
 
 from supervisors._actor import ExitReason, ReportsExit
-from supervisors._gate import Gate
+from supervisors._gate import Gate, made_once, wait_on_gate
 from supervisors._step_watch import report_if_slow
 
 T = TypeVar("T")
-V = TypeVar("V")
 
 # Messages one drain handles before it yields the loop to other callbacks (an Erlang
 # scheduler's reductions): an actor with a long mailbox never holds the loop for long.
@@ -77,30 +76,10 @@ class _Flag(threading.Event):
             self._is_set = False
 
     def wait(self, timeout: float | None = None) -> bool:
-        if self._is_set:
-            return True
-        gate = _made_once(self, "_gate", Gate)
-        if self._is_set:  # set before the gate was there: nobody opens it
-            return True
-        return gate.wait(timeout)
+        return wait_on_gate(self, "_gate", self.is_set, _waiters_lock, timeout)
 
 
 _UNSET = _Unset()
-
-
-def _made_once(owner: object, attribute: str, make: collections.abc.Callable[[], V]) -> V:
-    """`owner.attribute`, made by `make` if it is None: once, whichever threads ask at once.
-    Made outside the lock (a finalizer that the allocation runs may make it first)."""
-    made = getattr(owner, attribute)
-    if made is not None:
-        return made  # type: ignore[no-any-return]
-    fresh = make()
-    with _waiters_lock:
-        made = getattr(owner, attribute)
-        if made is None:
-            made = fresh
-            setattr(owner, attribute, made)
-    return made  # type: ignore[no-any-return]
 
 
 class LoopFuture(pykka.Future[T]):
@@ -192,12 +171,9 @@ class LoopFuture(pykka.Future[T]):
         """Block this thread until the future is settled, on a `Gate` made by the first
         thread that waits (most asks are awaited on a loop, or answered before anyone
         waits: no gate, and no object per ask for the cyclic collector)."""
-        if self._result is not None:
-            return True
-        event = _made_once(self, "_event", Gate)
-        if self._result is not None:  # settled before the gate was there: nobody opens it
-            return True
-        return event.wait(timeout)
+        return wait_on_gate(
+            self, "_event", lambda: self._result is not None, _waiters_lock, timeout
+        )
 
     def add_done_callback(self, fn: collections.abc.Callable[[LoopFuture[T]], None]) -> None:
         """Call `fn(self)` once the future is settled: at once if it is, else on the thread
@@ -276,7 +252,7 @@ class _LoopInbox:
 
     def _made(self) -> collections.deque[Envelope[Any]]:
         """The deque, made once (two first puts from two threads must not make two)."""
-        return _made_once(self, "_queue", collections.deque)
+        return made_once(self, "_queue", collections.deque, _waiters_lock)
 
     def put(self, envelope: Envelope[Any], /) -> None:
         queue = self._queue
@@ -455,12 +431,9 @@ class AsyncioActor(ReportsExit, pykka.Actor):
         """Block until `on_start` has returned or failed; False if `timeout` passed first.
         The gate it waits on is made by the first thread that waits (most starts are not
         waited for from another thread: no object per actor for the cyclic collector)."""
-        if self._initialized:
-            return True
-        gate = _made_once(self, "_initialized_gate", Gate)
-        if self._initialized:  # marked before the gate was there: nobody opens it
-            return True
-        return gate.wait(timeout)
+        return wait_on_gate(
+            self, "_initialized_gate", lambda: self._initialized, _waiters_lock, timeout
+        )
 
     def _mark_initialized(self) -> None:
         with _waiters_lock:

@@ -1,8 +1,13 @@
-"""A one-shot gate for threads: shut until opened once, then open for every waiter."""
+"""A one-shot gate for threads (shut until opened once, then open for every waiter), and the
+wait on one made by the first thread that waits."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+V = TypeVar("V")
 
 
 class Gate:
@@ -36,3 +41,36 @@ class Gate:
         if passed:
             self._lock.release()  # open for the other waiters too
         return passed
+
+
+def made_once(owner: object, attribute: str, make: Callable[[], V], lock: Any) -> V:
+    """`owner.attribute`, made by `make` if it is None: once, whichever threads ask at once
+    (they agree under `lock`). Made before `lock` is taken: a collection that the allocation
+    starts may run a finalizer on this thread that takes `lock` or makes it first."""
+    made = getattr(owner, attribute)
+    if made is not None:
+        return made  # type: ignore[no-any-return]
+    fresh = make()
+    with lock:
+        made = getattr(owner, attribute)
+        if made is None:
+            made = fresh
+            setattr(owner, attribute, made)
+    return made  # type: ignore[no-any-return]
+
+
+def wait_on_gate(
+    owner: object, attribute: str, settled: Callable[[], bool], lock: Any, timeout: float | None
+) -> bool:
+    """Block this thread until `settled()`, on a `Gate` kept in `owner.attribute` and made
+    by the first thread that waits (None until then: nothing per owner that no thread waits
+    on). Whoever settles `owner` does so under `lock` and opens the gate it finds there.
+
+    Returns True once settled, False if `timeout` seconds passed first.
+    """
+    if settled():
+        return True
+    gate = made_once(owner, attribute, Gate, lock)
+    if settled():  # settled before the gate was there: nobody opens it
+        return True
+    return gate.wait(timeout)
