@@ -24,6 +24,7 @@ from agent_runtime.abort import AbortSignal
 from agent_runtime.agent._approvals import RunApprovals
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._history import RunTranscript
+from agent_runtime.agent._loop_share import loop_share
 from agent_runtime.agent._protocol import (
     Amended,
     CarriedStored,
@@ -268,6 +269,10 @@ class AgentRun:
             # left on an event loop that died never finishes: not waited for.)
             if previous is not None and not previous.done() and not previous.get_loop().is_closed():
                 await asyncio.wait([previous])
+            share = loop_share(asyncio.get_running_loop())
+            turn = share.admit(self.signal)  # a run's start is a heavy step: its turn first
+            if turn is not None:
+                await turn
             context = await self._prepare()
             if context is None:  # ended before its loop began (aborted, or its prompt failed)
                 return
@@ -292,6 +297,10 @@ class AgentRun:
                 behind = self._hand_out(event, terminal)
                 if behind is not None:  # a `block` reader is behind: wait for it (backpressure)
                     await behind
+                if self.turn > 1 and type(event) is TurnStart:  # a model call is next
+                    turn = share.admit(self.signal)
+                    if turn is not None:
+                        await turn
         except asyncio.CancelledError:
             if self.terminal is None:
                 self._stopped_mid_run()
