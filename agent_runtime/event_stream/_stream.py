@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -170,7 +171,7 @@ class EventStream:
         self._lock = threading.RLock()
         self._readable = CountedCondition(self._lock)  # an item or the terminal is available
         self._writable = CountedCondition(self._lock)  # space freed, or the stream ended
-        self._ended = threading.Event()
+        self._ended = CountedCondition(self._lock)  # the terminal was accepted
         self._async_readable = AsyncWaiters()
         self._async_writable = AsyncWaiters()
         self._async_ended = AsyncWaiters()
@@ -540,7 +541,7 @@ class EventStream:
             lock.release()  # an event came in meanwhile: the terminal's seq follows it
         try:
             self._terminal = ended
-            self._ended.set()
+            self._ended.notify_all()
             self._readable.notify_all()
             self._writable.notify_all()
             for waiters in (self._async_readable, self._async_writable, self._async_ended):
@@ -701,8 +702,13 @@ class EventStream:
             RunCanceled: the run ended with `Canceled` (carries `reason`).
             TimeoutError: no terminal within `timeout` seconds.
         """
-        if not self._ended.wait(timeout):
-            raise TimeoutError(f"stream {self._run_id!r} did not end within {timeout}s")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._terminal is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"stream {self._run_id!r} did not end within {timeout}s")
+                self._ended.wait(left)
         return self._outcome()
 
     async def aresult(self, timeout: float | None = None) -> list[Message]:
