@@ -36,10 +36,11 @@ _SHARES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopShare] = (
 
 
 def loop_share(loop: asyncio.AbstractEventLoop) -> LoopShare:
-    """The share of `loop` (one per event loop, whichever runtimes run on it); call on `loop`."""
+    """The share of `loop` (one per event loop, whichever runtimes run on it); call on `loop`.
+    It holds no reference to `loop`, so it goes with it."""
     share = _SHARES.get(loop)
     if share is None:
-        share = _SHARES[loop] = LoopShare(loop)
+        share = _SHARES[loop] = LoopShare()
     return share
 
 
@@ -54,18 +55,9 @@ class LoopShare:
     once.
     """
 
-    __slots__ = (
-        "_admitted",
-        "_grant",
-        "_granted_at",
-        "_loop",
-        "_scheduled",
-        "_started",
-        "_waiting",
-    )
+    __slots__ = ("_admitted", "_grant", "_granted_at", "_scheduled", "_started", "_waiting")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self) -> None:
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._started: float | None = None  # when this slice's first step went on
         self._admitted = 0  # steps let through in this slice
@@ -75,43 +67,31 @@ class LoopShare:
 
     def admit(self, signal: AbortSignal | None = None) -> asyncio.Future[None] | None:
         """None: go on now. Else a future to await: done when the run's turn comes (or when
-        `signal` aborts)."""
+        `signal` aborts). Call on the share's loop."""
+        loop = asyncio.get_running_loop()
         if not self._waiting:
             now = time.perf_counter()
             started = self._started
             if started is None:
                 self._started, self._admitted = now, 1
-                self._schedule()
+                self._schedule(loop)
                 return None
             if now - started < SLICE_SECONDS:
                 self._admitted += 1
                 return None
-        turn: asyncio.Future[None] = self._loop.create_future()
+        turn: asyncio.Future[None] = loop.create_future()
         self._waiting.append(turn)
-        self._schedule()
+        self._schedule(loop)
         if signal is not None:
-            self._wake_on_abort(turn, signal)
+            _wake_on_abort(loop, turn, signal)
         return turn
 
-    def _wake_on_abort(self, turn: asyncio.Future[None], signal: AbortSignal) -> None:
-        loop = self._loop
-
-        def wake() -> None:
-            if not turn.done():
-                turn.set_result(None)
-
-        def on_abort(_: AbortSignal) -> None:  # on whichever thread aborts
-            loop.call_soon_threadsafe(wake)
-
-        remove = signal.on_abort(on_abort)
-        turn.add_done_callback(lambda _: remove())
-
-    def _schedule(self) -> None:
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         if not self._scheduled:
             self._scheduled = True
-            self._loop.call_soon(self._next_slice)
+            loop.call_soon(self._next_slice, loop)
 
-    def _next_slice(self) -> None:
+    def _next_slice(self, loop: asyncio.AbstractEventLoop) -> None:
         """Runs in the iteration after the slice's steps (each step scheduled before it)."""
         self._scheduled = False
         now = time.perf_counter()
@@ -134,4 +114,18 @@ class LoopShare:
                 granted += 1
         self._started = self._granted_at = time.perf_counter()
         self._admitted = granted
-        self._schedule()
+        self._schedule(loop)
+
+
+def _wake_on_abort(
+    loop: asyncio.AbstractEventLoop, turn: asyncio.Future[None], signal: AbortSignal
+) -> None:
+    def wake() -> None:
+        if not turn.done():
+            turn.set_result(None)
+
+    def on_abort(_: AbortSignal) -> None:  # on whichever thread aborts
+        loop.call_soon_threadsafe(wake)
+
+    remove = signal.on_abort(on_abort)
+    turn.add_done_callback(lambda _: remove())

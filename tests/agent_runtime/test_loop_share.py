@@ -9,7 +9,7 @@ import pytest
 
 from agent_runtime import Agent, Runtime
 from agent_runtime.config import MemoryConfig, RuntimeConfig
-from agent_runtime.events import Canceled, is_terminal
+from agent_runtime.events import Canceled, Event, is_terminal
 from agent_runtime.llm import ChatRequest
 from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import ToolCall, ToolResultMessage
@@ -111,3 +111,43 @@ def test_every_run_of_a_burst_completes_and_later_turns_go_on_after_it() -> None
             return [result.text for result in results]
 
     assert asyncio.run(main()) == ["done"] * RUNS
+
+
+def test_runs_aborted_as_they_start_end_canceled_without_calling_their_model() -> None:
+    async def main() -> tuple[list[list[Event]], list[str]]:
+        calls: list[str] = []
+        async with Runtime.astart(CONFIG) as runtime:
+            agents = await started_agents(runtime, calls)
+            streams = [agent.astream("hi") for agent in agents]
+            for agent in agents:  # before any of them took its first step
+                agent.abort("stop all")
+            ends: list[list[Event]] = []
+            for stream in streams:
+                async with stream as events:
+                    ends.append([event async for event in events if is_terminal(event)])
+        return ends, calls
+
+    ends, calls = asyncio.run(asyncio.wait_for(main(), 60))
+    assert calls == []
+    assert all(len(end) == 1 for end in ends)
+    assert all(isinstance(end[0], Canceled) and end[0].reason == "stop all" for end in ends)
+
+
+def test_a_runtime_stopped_during_a_burst_ends_every_run_with_one_terminal() -> None:
+    async def main() -> list[list[str]]:
+        calls: list[str] = []
+        runtime = await Runtime.astart(CONFIG)
+        agents = await started_agents(runtime, calls)
+        streams = [agent.astream("hi") for agent in agents]
+        stopping = asyncio.ensure_future(runtime.astop())  # runs may still wait for their turn
+        ends: list[list[str]] = []
+        for stream in streams:
+            async with stream as events:
+                ends.append([event.type async for event in events if is_terminal(event)])
+        await stopping
+        return ends
+
+    ends = asyncio.run(asyncio.wait_for(main(), 60))
+    assert len(ends) == RUNS
+    assert all(len(end) == 1 for end in ends), ends
+    assert {end[0] for end in ends} <= {"agent_end", "canceled"}
