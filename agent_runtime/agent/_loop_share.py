@@ -20,6 +20,7 @@ the whole batch ran together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import weakref
 from collections import deque
@@ -37,9 +38,12 @@ _SHARES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopShare] = (
 
 def loop_share(loop: asyncio.AbstractEventLoop) -> LoopShare:
     """The share of `loop` (one per event loop, whichever runtimes run on it); call on `loop`.
-    It holds no reference to `loop`, so it goes with it."""
+    It holds no reference to `loop` while no run waits, so it goes with it."""
     share = _SHARES.get(loop)
     if share is None:
+        # A loop closed while runs waited is kept by their futures: forget it now.
+        for closed in [other for other in _SHARES if other.is_closed()]:
+            del _SHARES[closed]
         share = _SHARES[loop] = LoopShare()
     return share
 
@@ -69,7 +73,8 @@ class LoopShare:
         """None: go on now. Else a future to await: done when the run's turn comes (or when
         `signal` aborts). Call on the share's loop."""
         loop = asyncio.get_running_loop()
-        if not self._waiting:
+        # Not while runs let through wait for the next iteration: they asked first.
+        if not self._waiting and self._granted_at is None:
             now = time.perf_counter()
             started = self._started
             if started is None:
@@ -112,6 +117,8 @@ class LoopShare:
             if not turn.done():  # not aborted, its task not cancelled
                 turn.set_result(None)
                 granted += 1
+        if not granted:  # every one left had stopped waiting
+            return
         self._started = self._granted_at = time.perf_counter()
         self._admitted = granted
         self._schedule(loop)
@@ -125,7 +132,8 @@ def _wake_on_abort(
             turn.set_result(None)
 
     def on_abort(_: AbortSignal) -> None:  # on whichever thread aborts
-        loop.call_soon_threadsafe(wake)
+        with contextlib.suppress(RuntimeError):  # the loop closed: its runs are gone
+            loop.call_soon_threadsafe(wake)
 
     remove = signal.on_abort(on_abort)
     turn.add_done_callback(lambda _: remove())

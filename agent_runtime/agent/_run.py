@@ -269,13 +269,14 @@ class AgentRun:
             # left on an event loop that died never finishes: not waited for.)
             if previous is not None and not previous.done() and not previous.get_loop().is_closed():
                 await asyncio.wait([previous])
-            share = loop_share(asyncio.get_running_loop())
-            turn = share.admit(self.signal)  # a run's start is a heavy step: its turn first
-            if turn is not None:
-                await turn
             context = await self._prepare()
             if context is None:  # ended before its loop began (aborted, or its prompt failed)
                 return
+            # The loop's start up to its first model call is a heavy step: its turn first.
+            share = loop_share(asyncio.get_running_loop())
+            turn = share.admit(self.signal)
+            if turn is not None:
+                await turn
             events = run_into(
                 list(self.prompts) if self.prompts is not None else None,
                 context,

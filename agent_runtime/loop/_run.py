@@ -215,6 +215,9 @@ class _Run:
                         return
                     if not first_turn:
                         yield self.stamp(TurnStart)
+                        if self.signal.aborted:  # while its consumer held it (its loop turn)
+                            yield self.canceled(str(self.signal.reason))
+                            return
                     first_turn = False
                     for event in self.deliver_pending():
                         yield event

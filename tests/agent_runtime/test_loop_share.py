@@ -4,10 +4,15 @@ the loop (a host's requests, its timers) runs between them, not after all of the
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 
 from agent_runtime import Agent, Runtime
+from agent_runtime.abort import AbortSignal
+from agent_runtime.agent import _loop_share
+from agent_runtime.agent._loop_share import LoopShare, loop_share
 from agent_runtime.config import MemoryConfig, RuntimeConfig
 from agent_runtime.events import Canceled, Event, is_terminal
 from agent_runtime.llm import ChatRequest
@@ -151,3 +156,102 @@ def test_a_runtime_stopped_during_a_burst_ends_every_run_with_one_terminal() -> 
     assert len(ends) == RUNS
     assert all(len(end) == 1 for end in ends), ends
     assert {end[0] for end in ends} <= {"agent_end", "canceled"}
+
+
+class Clock:
+    """`time` for the share: `perf_counter` returns what the test sets."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(_loop_share, "time", clock)
+    return clock
+
+
+def test_waiting_runs_go_on_in_the_order_they_asked_at_least_one_per_iteration(
+    clock: Clock,
+) -> None:
+    async def main() -> list[list[int]]:
+        share = LoopShare()
+        assert share.admit() is None  # the slice's first step
+        clock.now = 0.002  # the slice is spent
+        turns = [share.admit() for _ in range(6)]
+        assert all(turn is not None for turn in turns)
+        assert share.admit() is not None  # a later one queues behind them
+        went: list[list[int]] = []
+        for _ in range(4):
+            await asyncio.sleep(0)  # one iteration of the loop
+            went.append([i for i, turn in enumerate(turns) if turn is not None and turn.done()])
+            clock.now += 0.0025  # each iteration's steps take 2.5 slices
+        return went
+
+    went = asyncio.run(main())
+    assert went[0] == [0]  # as many as went on in the spent slice: one
+    assert went[1] == [0, 1]  # steps that overran the slice: still one
+    assert went[2] == [0, 1, 2]
+    assert went[3] == [0, 1, 2, 3]
+
+
+def test_an_iteration_lets_more_through_while_their_steps_fit_the_slice(clock: Clock) -> None:
+    async def main() -> list[int]:
+        share = LoopShare()
+        assert share.admit() is None
+        clock.now = 0.002
+        turns = [share.admit() for _ in range(40)]
+        counts = []
+        for _ in range(5):
+            await asyncio.sleep(0)
+            counts.append(sum(turn is not None and turn.done() for turn in turns))
+        return counts
+
+    # steps that take no time: the grant doubles each iteration (1, 2, 4, 8, 16)
+    assert asyncio.run(main()) == [1, 3, 7, 15, 31]
+
+
+def test_an_abort_ends_a_wait_before_its_turn(clock: Clock) -> None:
+    async def main() -> tuple[bool, bool, bool]:
+        share = LoopShare()
+        assert share.admit() is None
+        clock.now = 0.002
+        signal = AbortSignal()
+        first, second, aborted = share.admit(), share.admit(), share.admit(signal)
+        assert first is not None and second is not None and aborted is not None
+        signal.abort("no")
+        await asyncio.sleep(0)
+        return first.done(), second.done(), aborted.done()
+
+    assert asyncio.run(main()) == (True, False, True)
+
+
+def test_a_share_keeps_no_event_loop_alive() -> None:
+    async def ask() -> weakref.ref[asyncio.AbstractEventLoop]:
+        loop = asyncio.get_running_loop()
+        loop_share(loop).admit()
+        return weakref.ref(loop)
+
+    ended = asyncio.run(ask())
+    # A loop closed while runs waited (their tasks abandoned with it) goes at the next
+    # loop's first run.
+    stranded = asyncio.new_event_loop()
+
+    async def strand() -> None:
+        share = loop_share(asyncio.get_running_loop())
+        share.admit()
+        while share.admit() is None:  # spend the slice
+            pass
+
+    stranded.run_until_complete(strand())
+    stranded.close()
+    closed = weakref.ref(stranded)
+    del stranded
+    asyncio.run(ask())
+    gc.collect()
+    assert ended() is None
+    assert closed() is None

@@ -16,6 +16,7 @@ from agent_runtime.events import (
     Error,
     Event,
     MessageEnd,
+    MessageStart,
     MessageUpdate,
     ProviderRetry,
     ProviderRetryEnd,
@@ -23,6 +24,7 @@ from agent_runtime.events import (
     ToolExecutionStart,
     ToolExecutionUpdate,
     TurnEnd,
+    TurnStart,
 )
 from agent_runtime.llm import AuthenticationError, ProviderError, RateLimitError
 from agent_runtime.loop import (
@@ -491,6 +493,29 @@ def test_abort_closes_a_hung_provider_stream_within_200ms() -> None:
     assert elapsed < 0.01 + 0.2
     aborted = [e.message for e in events if isinstance(e, MessageEnd)][-1]
     assert isinstance(aborted, AssistantMessage) and aborted.stop_reason == "aborted"
+
+
+def test_an_abort_while_the_consumer_holds_a_later_turn_start_ends_before_the_model_call() -> None:
+    # An agent's run waits there for its turn of the event loop (agent/_loop_share.py): an
+    # abort meanwhile must not deliver steering or call the model first.
+    model = ScriptedModel([calls_turn(call("c1", "echo", text="x")), ScriptedTurn(text="no")])
+    asked = {"steering": 0}
+
+    def steering() -> list[Message]:  # none at the run's start, then one each time
+        asked["steering"] += 1
+        return [] if asked["steering"] == 1 else [UserMessage(content="also this")]
+
+    seen = {"turn_start": 0}
+
+    def at_second_turn_start(event: Event) -> bool:
+        seen["turn_start"] += isinstance(event, TurnStart)
+        return seen["turn_start"] == 2
+
+    events = drive(model, [echo], abort_when=at_second_turn_start, get_steering_messages=steering)
+    assert names(events)[-2:] == ["TurnStart", "Canceled"]
+    assert model.call_count == 1
+    delivered = [e for e in events if isinstance(e, MessageStart) and e.message.role == "user"]
+    assert [m.message.content for m in delivered] == ["go"]  # the steering was not delivered
 
 
 def test_abort_removes_incomplete_tool_calls_from_the_aborted_message() -> None:
