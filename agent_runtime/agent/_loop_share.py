@@ -25,6 +25,7 @@ import time
 import weakref
 from collections import deque
 
+from agent_runtime._wakeup import resolve
 from agent_runtime.abort import AbortSignal
 
 # How much of an iteration the runs' heavy steps may take before the next run waits for the
@@ -127,13 +128,9 @@ class LoopShare:
 def _wake_on_abort(
     loop: asyncio.AbstractEventLoop, turn: asyncio.Future[None], signal: AbortSignal
 ) -> None:
-    def wake() -> None:
-        if not turn.done():
-            turn.set_result(None)
-
     def on_abort(_: AbortSignal) -> None:  # on whichever thread aborts
         with contextlib.suppress(RuntimeError):  # the loop closed: its runs are gone
-            loop.call_soon_threadsafe(wake)
+            loop.call_soon_threadsafe(resolve, turn)
 
     remove = signal.on_abort(on_abort)
     turn.add_done_callback(lambda _: remove())

@@ -705,7 +705,7 @@ class EventStream:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while self._terminal is None:
-                left = None if deadline is None else deadline - time.monotonic()
+                left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise TimeoutError(f"stream {self._run_id!r} did not end within {timeout}s")
                 self._ended.wait(left)
