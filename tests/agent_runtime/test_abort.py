@@ -12,6 +12,7 @@ import time
 import pytest
 
 from agent_runtime.abort import Aborted, AbortSignal, AbortTable
+from tests.gc_finalizers import FinalizerProbe, run_steps_on_a_thread
 
 
 def test_first_abort_reason_wins_until_clear() -> None:
@@ -230,10 +231,7 @@ def test_a_collection_inside_an_abort_or_a_first_wait_may_abort_the_same_signal(
 ) -> None:
     # Both allocate while they hold the signal's lock (the callbacks' list, the Event); a
     # collection there runs finalizers on that thread, and one may abort this signal.
-    finished = threading.Event()
-    thresholds = gc.get_threshold()
-    ran_in: list[str] = []
-    now = ["outside"]
+    probe = FinalizerProbe()
     heard: list[list[object]] = []
 
     def steps() -> None:
@@ -243,29 +241,15 @@ def test_a_collection_inside_an_abort_or_a_first_wait_may_abort_the_same_signal(
             signal.on_abort(functools.partial(_record_reason, calls))
             heard.append(calls)
             gc.collect(1)  # the young generations: cheap
-            garbage = [_AbortsOnCollection(signal, ran_in, now)]
-            gc.set_threshold(1, 1, 100_000)
-            for _ in range(promotions):
-                gc.collect(0)
-            del garbage
-            gc.set_threshold(young, 1, 100_000)
-            now[0] = "inside"
-            try:
+            garbage: list[object] = [_AbortsOnCollection(signal, probe.ran_in, probe.now)]
+            with probe.collected_inside(garbage, young, promotions):
                 if step == "abort":
                     signal.abort("user_abort")
                 else:
                     signal.wait(0.001)
-            finally:
-                now[0] = "outside"
-                gc.set_threshold(*thresholds)
             gc.collect(1)  # the young generations: cheap
             assert signal.wait(0) and calls == [signal.reason]
-        finished.set()
 
-    threading.Thread(target=steps, daemon=True).start()
-    try:
-        assert finished.wait(30), "an abort or a wait hung in a collection's finalizer"
-    finally:
-        gc.set_threshold(*thresholds)
-    assert "inside" in ran_in  # the case this is about happened
+    run_steps_on_a_thread(steps, "an abort or a wait")
+    assert "inside" in probe.ran_in  # the case this is about happened
     assert all(len(calls) == 1 for calls in heard)  # each signal's callback heard one abort

@@ -42,6 +42,7 @@ from agent_runtime.events import (
 )
 from agent_runtime.messages import AssistantMessage, TextContent, UserMessage
 from agent_runtime.testing import wait_until
+from tests.gc_finalizers import FinalizerProbe, run_steps_on_a_thread
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -1228,10 +1229,7 @@ def test_a_collection_inside_the_timers_bookkeeping_may_cancel_a_timer(step: str
     # Both steps allocate while they hold the timers' lock; a collection there runs
     # finalizers on the same thread, and one may cancel a timer.
     wheel = _TimerThread()
-    finished = threading.Event()
-    thresholds = gc.get_threshold()
-    ran_in: list[str] = []
-    now = ["outside"]
+    probe = FinalizerProbe()
 
     def steps() -> None:
         for young, promotions in itertools.product(range(1, 5), range(2)):
@@ -1242,31 +1240,19 @@ def test_a_collection_inside_the_timers_bookkeeping_may_cancel_a_timer(step: str
                 compacting += 1
             gc.collect(1)  # the young generations: cheap
             assert compacting < len(timers) - 1
-            garbage = [_CancelsATimerOnCollection(timers[-1], ran_in, now)]
-            gc.set_threshold(1, 1, 100_000)
-            for _ in range(promotions):
-                gc.collect(0)
-            del garbage
-            gc.set_threshold(young, 1, 100_000)
-            now[0] = "inside"
-            try:
+            garbage: list[object] = [
+                _CancelsATimerOnCollection(timers[-1], probe.ran_in, probe.now)
+            ]
+            with probe.collected_inside(garbage, young, promotions):
                 if step == "set a timer":
                     wheel.schedule(60, lambda: None).cancel()
                 else:
                     timers[compacting].cancel()
-            finally:
-                now[0] = "outside"
-                gc.set_threshold(*thresholds)
             for timer in timers:
                 timer.cancel()
-        finished.set()
 
-    threading.Thread(target=steps, daemon=True).start()
-    try:
-        assert finished.wait(30), "the timers' bookkeeping hung in a collection's finalizer"
-    finally:
-        gc.set_threshold(*thresholds)
-    assert "inside" in ran_in  # the case this is about happened
+    run_steps_on_a_thread(steps, "the timers' bookkeeping")
+    assert "inside" in probe.ran_in  # the case this is about happened
 
 
 class _ForgottenSubscription:
@@ -1285,10 +1271,7 @@ class _ForgottenSubscription:
 def test_a_stream_ended_as_a_collection_cancels_it_from_a_finalizer_ends_once() -> None:
     # The timer thread ends a stream at its timeout; a collection while it does may run the
     # finalizer of the stream's forgotten subscription, which cancels the same stream.
-    finished = threading.Event()
-    thresholds = gc.get_threshold()
-    ran_in: list[str] = []
-    now = ["outside"]
+    probe = FinalizerProbe()
     terminals: list[list[Event]] = []
 
     def steps() -> None:
@@ -1296,28 +1279,14 @@ def test_a_stream_ended_as_a_collection_cancels_it_from_a_finalizer_ends_once() 
             stream = EventStream()
             stream.push(ev(1))
             gc.collect(1)  # the young generations: cheap
-            garbage = [_ForgottenSubscription(stream, ran_in, now)]
-            gc.set_threshold(1, 1, 100_000)
-            for _ in range(promotions):
-                gc.collect(0)
-            del garbage
-            gc.set_threshold(young, 1, 100_000)
-            now[0] = "inside"
-            try:
+            garbage: list[object] = [_ForgottenSubscription(stream, probe.ran_in, probe.now)]
+            with probe.collected_inside(garbage, young, promotions):
                 stream.cancel("timeout")
-            finally:
-                now[0] = "outside"
-                gc.set_threshold(*thresholds)
             gc.collect(1)  # the young generations: cheap
             terminals.append([e for e in stream if isinstance(e, Canceled)])
-        finished.set()
 
-    threading.Thread(target=steps, daemon=True).start()
-    try:
-        assert finished.wait(30), "ending a stream hung in a collection's finalizer"
-    finally:
-        gc.set_threshold(*thresholds)
-    assert "inside" in ran_in  # the case this is about happened
+    run_steps_on_a_thread(steps, "ending a stream")
+    assert "inside" in probe.ran_in  # the case this is about happened
     assert all(len(ended) == 1 for ended in terminals)
 
 
@@ -1327,10 +1296,7 @@ def test_a_collection_while_the_counters_are_read_may_end_a_stream_that_dropped_
     # (It hung on 3.12+, where a collection may start at any call; 3.11 takes that dict from a
     # free list, and only a fresh allocation starts one.)
     counters = RuntimeCounters()
-    finished = threading.Event()
-    thresholds = gc.get_threshold()
-    ran_in: list[str] = []
-    now = ["outside"]
+    probe = FinalizerProbe()
 
     def steps() -> None:
         for young, promotions in itertools.product(range(1, 6), range(2)):
@@ -1339,28 +1305,14 @@ def test_a_collection_while_the_counters_are_read_may_end_a_stream_that_dropped_
                 stream.push(ev(seq))
             counters.watch_dropped(stream)
             gc.collect(1)  # the young generations: cheap
-            garbage = [_ForgottenSubscription(stream, ran_in, now)]
+            garbage: list[object] = [_ForgottenSubscription(stream, probe.ran_in, probe.now)]
             del stream  # the forgotten subscription's alone, as a real one's is
-            gc.set_threshold(1, 1, 100_000)
-            for _ in range(promotions):
-                gc.collect(0)
-            del garbage
-            gc.set_threshold(young, 1, 100_000)
-            now[0] = "inside"
-            try:
+            with probe.collected_inside(garbage, young, promotions):
                 counters.read()
-            finally:
-                now[0] = "outside"
-                gc.set_threshold(*thresholds)
             gc.collect(1)  # the young generations: cheap
-        finished.set()
 
-    threading.Thread(target=steps, daemon=True).start()
-    try:
-        assert finished.wait(30), "reading the counters hung in a collection's finalizer"
-    finally:
-        gc.set_threshold(*thresholds)
-    assert "inside" in ran_in  # the case this is about happened
+    run_steps_on_a_thread(steps, "reading the counters")
+    assert "inside" in probe.ran_in  # the case this is about happened
     assert counters.read().dropped_events == 2 * 10  # every stream's drops, each counted once
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from agent_runtime.testing import wait_until
 from supervisors import ExitReason, Monitor, SupervisedActor, exit_reason, kill, monitor, watch
+from tests.gc_finalizers import FinalizerProbe, run_steps_on_a_thread
 from tests.supervisors.conftest import Started
 from tests.supervisors.helpers import (
     Raise,
@@ -219,7 +220,7 @@ def test_a_collection_during_an_exit_may_cancel_a_monitor(
     # finalizers that cancel monitors: of another actor (with one lock for every actor, that
     # deadlocked), or of the very actor whose bookkeeping it interrupted.
     other = Worker.start("other", recorder)
-    finished = threading.Event()
+    probe = FinalizerProbe()
 
     def exits() -> None:
         for young, middle, promotions in itertools.product(range(1, 5), range(1, 4), range(2)):
@@ -227,24 +228,12 @@ def test_a_collection_during_an_exit_may_cancel_a_monitor(
             monitor(exiting, lambda _ref, _reason: None)
             monitor(exiting, lambda _ref, _reason: None)
             gc.collect(1)  # the young generations: cheap
-            garbage = [_CancelsOnCollection(other if of_whom == "another actor" else exiting)]
-            gc.set_threshold(1, 1, 100_000)
-            for _ in range(promotions):
-                gc.collect(0)
-            del garbage
-            gc.set_threshold(young, middle, 100_000)
-            try:
+            watched = other if of_whom == "another actor" else exiting
+            garbage: list[object] = [_CancelsOnCollection(watched)]
+            with probe.collected_inside(garbage, young, promotions, middle):
                 kill(exiting)
-            finally:
-                gc.set_threshold(*thresholds)
-        finished.set()
 
-    thresholds = gc.get_threshold()
-    threading.Thread(target=exits, daemon=True).start()
-    try:
-        assert finished.wait(30), "an exit hung in a collection's finalizer"
-    finally:
-        gc.set_threshold(*thresholds)
+    run_steps_on_a_thread(exits, "an exit")
     kill(other)
 
 

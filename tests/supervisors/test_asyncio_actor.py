@@ -27,6 +27,7 @@ from supervisors import (
     kill,
     monitor,
 )
+from tests.gc_finalizers import FinalizerProbe, run_steps_on_a_thread
 
 
 class Worker(AsyncioActor):
@@ -523,10 +524,7 @@ def test_a_collection_inside_a_wait_or_a_first_message_may_run_finalizers_that_d
 ) -> None:
     # Each of these makes an object the first time (an inbox's queue, a future's Event or
     # callback list); a collection at that allocation runs finalizers on the same thread.
-    finished = threading.Event()
-    thresholds = gc.get_threshold()
-    ran_in: list[str] = []  # where each finalizer ran: inside the step or not
-    now = ["outside"]
+    probe = FinalizerProbe()
 
     def steps() -> None:
         for young, promotions in itertools.product(range(1, 4), range(2)):
@@ -534,33 +532,19 @@ def test_a_collection_inside_a_wait_or_a_first_message_may_run_finalizers_that_d
             fresh = Worker.start(loop=aio.loop)
             future: LoopFuture[int] = LoopFuture()
             gc.collect(1)  # the young generations: cheap
-            garbage = [_TouchesOnCollection(touched, ran_in, now)]
-            gc.set_threshold(1, 1, 100_000)
-            for _ in range(promotions):
-                gc.collect(0)
-            del garbage
-            gc.set_threshold(young, 1, 100_000)
-            now[0] = "inside"
-            try:
+            garbage: list[object] = [_TouchesOnCollection(touched, probe.ran_in, probe.now)]
+            with probe.collected_inside(garbage, young, promotions):
                 if step == "tell a fresh actor":
                     fresh.tell("first")
                 elif step == "wait on a future":
                     assert not future.wait(timeout=0.001)
                 else:
                     future.add_done_callback(lambda _future: None)
-            finally:
-                now[0] = "outside"
-                gc.set_threshold(*thresholds)
             fresh.stop()
             touched.stop()
-        finished.set()
 
-    threading.Thread(target=steps, daemon=True).start()
-    try:
-        assert finished.wait(30), "a step hung in a collection's finalizer"
-    finally:
-        gc.set_threshold(*thresholds)
-    assert "inside" in ran_in  # the case this is about happened
+    run_steps_on_a_thread(steps, "a step")
+    assert "inside" in probe.ran_in  # the case this is about happened
 
 
 def test_a_thread_waiting_on_actor_stopped_returns_when_the_actor_stops(
@@ -593,36 +577,19 @@ class _KillsOnCollection:
 def test_a_collection_inside_a_wait_on_actor_stopped_may_run_a_finalizer_that_stops_it(
     aio: AsyncTaskSupervisor,
 ) -> None:
-    finished = threading.Event()
-    thresholds = gc.get_threshold()
-    ran_in: list[str] = []  # where each finalizer ran: inside the wait or not
-    now = ["outside"]
+    probe = FinalizerProbe()
     waits: list[tuple[bool, int]] = []  # each wait's answer, and how many finalizers had run
 
     def steps() -> None:
         for young, promotions in itertools.product(range(1, 4), range(2)):
             ref = Worker.start(loop=aio.loop)
             gc.collect(1)  # the young generations: cheap
-            garbage = [_KillsOnCollection(ref, ran_in, now)]
-            gc.set_threshold(1, 1, 100_000)
-            for _ in range(promotions):
-                gc.collect(0)
-            del garbage
-            gc.set_threshold(young, 1, 100_000)
-            now[0] = "inside"
-            try:
+            garbage: list[object] = [_KillsOnCollection(ref, probe.ran_in, probe.now)]
+            with probe.collected_inside(garbage, young, promotions):
                 stopped = ref.actor_stopped.wait(timeout=0.2)
-            finally:
-                now[0] = "outside"
-                gc.set_threshold(*thresholds)
-            waits.append((stopped, len(ran_in)))  # stopped once its finalizer had run
+            waits.append((stopped, len(probe.ran_in)))  # stopped once its finalizer had run
             gc.collect(1)  # the finalizer runs now if it did not yet
-        finished.set()
 
-    threading.Thread(target=steps, daemon=True).start()
-    try:
-        assert finished.wait(30), "a wait on actor_stopped hung in a collection's finalizer"
-    finally:
-        gc.set_threshold(*thresholds)
-    assert "inside" in ran_in  # the case this is about happened
+    run_steps_on_a_thread(steps, "a wait on actor_stopped")
+    assert "inside" in probe.ran_in  # the case this is about happened
     assert all(stopped == (ran == n + 1) for n, (stopped, ran) in enumerate(waits))
