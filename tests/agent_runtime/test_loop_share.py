@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from agent_runtime import Agent, Runtime
+from agent_runtime import Agent, RunEvents, Runtime
 from agent_runtime.abort import AbortSignal
 from agent_runtime.agent import _loop_share
 from agent_runtime.agent._loop_share import LoopShare, loop_share
@@ -42,6 +42,12 @@ async def started_agents(runtime: Runtime, calls: list[str]) -> list[Agent]:
     ]
 
 
+async def terminals(stream: RunEvents) -> list[Event]:
+    """Read `stream` to its end; its terminal events."""
+    async with stream as events:
+        return [event async for event in events if is_terminal(event)]
+
+
 @pytest.mark.timing  # the slice is time: it relies on 200 runs' steps taking over 1 ms
 def test_the_hosts_next_callback_runs_before_most_runs_of_a_burst_call_their_model() -> None:
     async def main() -> None:
@@ -52,9 +58,7 @@ def test_the_hosts_next_callback_runs_before_most_runs_of_a_burst_call_their_mod
             loop = asyncio.get_running_loop()
             loop.call_soon(calls.append, "host")  # the host's next callback, after the burst
             for stream in streams:
-                async with stream:
-                    async for _ in stream:
-                        pass
+                await terminals(stream)
         runs = [name for name in calls if name != "host"]
         assert runs == [f"run{i}" for i in range(RUNS)]  # in the order they started
         # Before runs took the loop in turn, all 200 first model calls came first.
@@ -72,13 +76,10 @@ def test_an_aborted_run_does_not_wait_for_its_turn_behind_a_burst() -> None:
             streams = [agent.astream("hi") for agent in agents]
             last = agents[-1]
             last.abort("changed my mind")
-            async with streams[-1] as events:
-                terminal = [event async for event in events if is_terminal(event)]
+            terminal = await terminals(streams[-1])
             called_when_it_ended = len(calls)
             for stream in streams[:-1]:
-                async with stream:
-                    async for _ in stream:
-                        pass
+                await terminals(stream)
         assert isinstance(terminal[0], Canceled) and terminal[0].reason == "changed my mind"
         assert f"run{RUNS - 1}" not in calls
         assert len(calls) == RUNS - 1
@@ -126,10 +127,7 @@ def test_runs_aborted_as_they_start_end_canceled_without_calling_their_model() -
             streams = [agent.astream("hi") for agent in agents]
             for agent in agents:  # before any of them took its first step
                 agent.abort("stop all")
-            ends: list[list[Event]] = []
-            for stream in streams:
-                async with stream as events:
-                    ends.append([event async for event in events if is_terminal(event)])
+            ends = [await terminals(stream) for stream in streams]
         return ends, calls
 
     ends, calls = asyncio.run(asyncio.wait_for(main(), 60))
@@ -145,10 +143,7 @@ def test_a_runtime_stopped_during_a_burst_ends_every_run_with_one_terminal() -> 
         agents = await started_agents(runtime, calls)
         streams = [agent.astream("hi") for agent in agents]
         stopping = asyncio.ensure_future(runtime.astop())  # runs may still wait for their turn
-        ends: list[list[str]] = []
-        for stream in streams:
-            async with stream as events:
-                ends.append([event.type async for event in events if is_terminal(event)])
+        ends: list[list[str]] = [[e.type for e in await terminals(stream)] for stream in streams]
         await stopping
         return ends
 
