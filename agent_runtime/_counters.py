@@ -39,6 +39,8 @@ class CounterValues:
     retries: int
     restarts: int
     dropped_events: int  # of the subscriptions that ended; live ones are read from them
+    loop_waits: int
+    loop_wait_seconds: float
 
 
 class RuntimeCounters:
@@ -46,8 +48,9 @@ class RuntimeCounters:
     module's lock.
 
     Writers:
-    - turns, tool calls, tokens and provider retries are counted by the run drivers, which
-      all run on the runtime's one event-loop thread: one writer, plain integers, no lock.
+    - turns, tool calls, tokens, provider retries and waits for the loop are counted by the
+      run drivers, which all run on the runtime's one event-loop thread: one writer, plain
+      numbers, no lock.
     - runs, restarts and the events dropped by ended subscriptions have writers on several
       threads (a run whose driver was cancelled before it ran ends on the stopping thread;
       restarts are seen on supervisor and actor threads; a subscription ends on whichever
@@ -70,6 +73,8 @@ class RuntimeCounters:
         self._input_tokens = 0
         self._output_tokens = 0
         self._retries = 0
+        self._loop_waits = 0
+        self._loop_wait_seconds = 0.0
 
     # -- the run drivers, on the event-loop thread ---------------------------------------------
 
@@ -91,6 +96,11 @@ class RuntimeCounters:
 
     def retry_scheduled(self) -> None:
         self._retries += 1
+
+    def loop_waited(self, seconds: float) -> None:
+        """A run waited `seconds` for its turn of the event loop (`agent._loop_share`)."""
+        self._loop_waits += 1
+        self._loop_wait_seconds += seconds
 
     # -- any thread -----------------------------------------------------------------------------
 
@@ -127,4 +137,6 @@ class RuntimeCounters:
             retries=self._retries,
             restarts=restarts,
             dropped_events=dropped,
+            loop_waits=self._loop_waits,
+            loop_wait_seconds=self._loop_wait_seconds,
         )

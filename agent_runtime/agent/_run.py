@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -65,9 +66,11 @@ from agent_runtime.events import (
 from agent_runtime.llm._abortable import aclose_quietly
 from agent_runtime.loop import AgentContext, LoopConfig
 from agent_runtime.loop._approval import edited_args
+from agent_runtime.loop._instruments import LOOP_WAIT
 from agent_runtime.loop._run import run_into
 from agent_runtime.loop._transcript import TranscriptState
 from agent_runtime.messages import AssistantMessage, Message
+from agent_runtime.telemetry import telemetry_enabled
 from agent_runtime.templates import Template, TemplateError
 from agent_runtime.tools import Tool
 from supervisors import AsyncioActor, EventLoopDied, LoopFuture
@@ -276,7 +279,7 @@ class AgentRun:
             share = loop_share(asyncio.get_running_loop())
             turn = share.admit(self.signal)
             if turn is not None:
-                await turn
+                await self._wait_turn(turn)
             events = run_into(
                 list(self.prompts) if self.prompts is not None else None,
                 context,
@@ -301,7 +304,7 @@ class AgentRun:
                 if self.turn > 1 and type(event) is TurnStart:  # a model call is next
                     turn = share.admit(self.signal)
                     if turn is not None:
-                        await turn
+                        await self._wait_turn(turn)
         except asyncio.CancelledError:
             if self.terminal is None:
                 self._stopped_mid_run()
@@ -320,6 +323,18 @@ class AgentRun:
             self._settle()
             if cell.last_task is me:  # an idle agent keeps no finished task
                 cell.last_task = None
+
+    async def _wait_turn(self, turn: asyncio.Future[None]) -> None:
+        """Wait for `turn`, the run's turn of the loop that its share gave, and count the
+        wait (`RuntimeStats.loop_waits`, the `agent_runtime.loop.wait` histogram)."""
+        began = time.perf_counter()
+        try:
+            await turn
+        finally:
+            seconds = time.perf_counter() - began
+            self.counters.loop_waited(seconds)
+            if telemetry_enabled():
+                LOOP_WAIT.record(seconds)
 
     async def _prepare(self) -> AgentContext | None:
         """The run's storage work, off the loop, then the context its loop starts from; None

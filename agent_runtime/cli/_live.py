@@ -132,7 +132,8 @@ def stats_text(stats: RuntimeStats) -> str:
     return (
         f"runs: {runs} · turns {stats.turns} · tool calls {tools} · tokens "
         f"{stats.input_tokens} in / {stats.output_tokens} out · retries {stats.retries} · "
-        f"restarts {stats.restarts} · dropped events {stats.dropped_events}"
+        f"restarts {stats.restarts} · dropped events {stats.dropped_events} · loop waits "
+        f"{stats.loop_waits} ({stats.loop_wait_seconds:.3f}s)"
     )
 
 

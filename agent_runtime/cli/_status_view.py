@@ -65,7 +65,8 @@ def _stats_text(stats: RuntimeStats) -> str:
     return (
         f"runs {runs}  turns={stats.turns}  tool_calls {tools}  "
         f"tokens in={stats.input_tokens} out={stats.output_tokens}  retries={stats.retries}  "
-        f"restarts={stats.restarts}  dropped={stats.dropped_events}"
+        f"restarts={stats.restarts}  dropped={stats.dropped_events}  "
+        f"loop_waits={stats.loop_waits} ({stats.loop_wait_seconds:.3f}s)"
     )
 
 

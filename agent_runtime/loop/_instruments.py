@@ -16,7 +16,10 @@ Histograms:
   canceled | closed) and `agent_runtime.turn.duration` (s, by `agent.role`);
 - `agent_runtime.tool.duration` (s, by `gen_ai.tool.name` and `outcome`: ok, or an error's
   `details.outcome`: error | timeout | invalid_arguments | not_found | unknown | ...), for
-  the calls that started.
+  the calls that started;
+- `agent_runtime.loop.wait` (s): a run's wait for its turn of the event loop, before its
+  start or a model call, when other runs' steps had taken the iteration (see
+  `agent._loop_share`); recorded only for the waits there were.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from agent_runtime.telemetry import GEN_AI_SECONDS, gen_ai_histograms, meter
 # Runs and tools reach further than the GenAI conventions' buckets of a model call.
 RUN_SECONDS = (*GEN_AI_SECONDS, 163.84, 327.68, 655.36, 1310.72, 2621.44)
 TOOL_SECONDS = (0.001, 0.005, *RUN_SECONDS)
+# A wait for the loop is a few of its iterations: milliseconds, more on a saturated loop.
+LOOP_WAIT_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 _meter = meter()
 
@@ -64,4 +69,10 @@ TOOL_DURATION = _meter.create_histogram(
     unit="s",
     description="Tool call duration, by tool name and outcome",
     explicit_bucket_boundaries_advisory=TOOL_SECONDS,
+)
+LOOP_WAIT = _meter.create_histogram(
+    "agent_runtime.loop.wait",
+    unit="s",
+    description="A run's wait for its turn of the event loop, before its start or a model call",
+    explicit_bucket_boundaries_advisory=LOOP_WAIT_SECONDS,
 )

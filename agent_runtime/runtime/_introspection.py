@@ -107,9 +107,12 @@ class RuntimeStats(_Frozen):
     `runs` by outcome (`completed`, `failed`, `canceled`), `tool_calls` by outcome (`ok`, or
     the error's `details["outcome"]`: `error`, `timeout`, `invalid_arguments`, `not_found`,
     `skipped`, `not_started`, `unknown`); every key is present. `retries` counts provider
-    retries scheduled, `restarts` restarts of agents and of the root's children, and
-    `dropped_events` the events subscriptions dropped on overflow. Read without locks shared
-    with the agents: a few milliseconds behind them at most.
+    retries scheduled, `restarts` restarts of agents and of the root's children,
+    `dropped_events` the events subscriptions dropped on overflow, and `loop_waits` how often
+    a run waited for its turn of the event loop (its start or a model call, when other runs'
+    steps had taken the iteration's millisecond: a loop that is the bottleneck), those waits
+    adding up to `loop_wait_seconds`. Read without locks shared with the agents: a few
+    milliseconds behind them at most.
     """
 
     runtime: str
@@ -122,6 +125,9 @@ class RuntimeStats(_Frozen):
     retries: int
     restarts: int
     dropped_events: int
+    # Defaults: a report of a runtime from before these counters still reads.
+    loop_waits: int = 0
+    loop_wait_seconds: float = 0.0
 
 
 class StatusReport(_Frozen):
@@ -240,6 +246,8 @@ class Introspection:
             retries=values.retries,
             restarts=values.restarts,
             dropped_events=values.dropped_events + live_dropped,
+            loop_waits=values.loop_waits,
+            loop_wait_seconds=values.loop_wait_seconds,
         )
 
     def report(self) -> StatusReport:

@@ -153,6 +153,23 @@ def test_a_runtime_stopped_during_a_burst_ends_every_run_with_one_terminal() -> 
     assert {end[0] for end in ends} <= {"agent_end", "canceled"}
 
 
+def test_the_runtimes_stats_count_the_waits_of_a_burst_and_none_of_a_lone_run() -> None:
+    async def main() -> tuple[int, float, int]:
+        calls: list[str] = []
+        async with Runtime.astart(CONFIG) as runtime:
+            agents = await started_agents(runtime, calls)
+            assert runtime.stats().loop_waits == 0
+            await asyncio.gather(*(terminals(agent.astream("hi")) for agent in agents))
+            burst = runtime.stats()
+            await agents[0].arun("again", timeout=30)  # alone on the loop: its turn is now
+            return burst.loop_waits, burst.loop_wait_seconds, runtime.stats().loop_waits
+
+    waits, seconds, after_lone_run = asyncio.run(asyncio.wait_for(main(), 60))
+    assert 0 < waits < RUNS  # the first run of the burst never waits; one wait per later one
+    assert seconds > 0
+    assert after_lone_run == waits
+
+
 class Clock:
     """`time` for the share: `perf_counter` returns what the test sets."""
 

@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 
 from agent_runtime import Runtime, telemetry, tool
 from agent_runtime.config import RuntimeConfig, TelemetryConfig
+from agent_runtime.loop._instruments import LOOP_WAIT_SECONDS
 from agent_runtime.loop._trace import RunTrace
 from agent_runtime.messages import ToolCall
 from agent_runtime.testing import ScriptedModel, ScriptedTurn
@@ -72,6 +73,27 @@ from agent_runtime.testing import ScriptedModel
 with Runtime.start(RuntimeConfig()) as runtime:
     agent = runtime.start_agent(("s", "a", 0), model=ObservableModel(ScriptedModel(["hi"])))
     agent.run("go", timeout=30)
+"""
+
+_BURST = """
+import asyncio
+from agent_runtime import Runtime
+from agent_runtime.config import MemoryConfig, RuntimeConfig
+from agent_runtime.memory import MemoryPolicy
+from agent_runtime.testing import ScriptedModel
+
+async def main():
+    async with Runtime.astart(RuntimeConfig(memory=MemoryConfig(store="memory"))) as runtime:
+        agents = [
+            await runtime.astart_agent((f"s{i}", "a", 0), model=ScriptedModel(["hi"]),
+                                       memory=MemoryPolicy.none())
+            for i in range(100)
+        ]
+        await asyncio.gather(*(agent.arun("go", timeout=30) for agent in agents))
+        stats = runtime.stats()
+        FACTS["waits"], FACTS["seconds"] = stats.loop_waits, stats.loop_wait_seconds
+
+asyncio.run(main())
 """
 
 
@@ -144,6 +166,15 @@ def test_runs_turns_and_tools_have_duration_histograms_in_seconds(busy: Captured
         assert busy.unit(f"agent_runtime.{name}.duration") == "s"
     (runs,) = busy.points("agent.runs", outcome="completed")
     assert runs["value"] == 1
+
+
+def test_the_waits_of_runs_for_the_loop_are_a_histogram_the_stats_agree_with() -> None:
+    captured = run_traced(_BURST)
+    (wait,) = captured.points("agent_runtime.loop.wait")
+    assert wait["count"] == captured.facts["waits"] > 0  # 100 runs at once: some waited
+    assert wait["sum"] == pytest.approx(captured.facts["seconds"])
+    assert wait["explicit_bounds"] == list(LOOP_WAIT_SECONDS)
+    assert captured.unit("agent_runtime.loop.wait") == "s"
 
 
 def test_an_observable_model_is_not_counted_twice() -> None:
