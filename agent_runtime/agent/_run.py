@@ -366,10 +366,8 @@ class AgentRun:
                 merged = self._ask_now(MergeSession(self.run_id, changes))
                 if merged is not None:
                     history, self.transcript_state = merged
-        if self.signal.aborted:
-            reason = str(self.signal.reason)
-            await self._end_early(Canceled(agent=cell.key, run_id=self.run_id, reason=reason))
-            return None
+        # Aborted by now, the run still goes into its loop, which commits the prompt before
+        # it looks at the signal: a prompt accepted is kept (and its kept copy forgotten).
         return AgentContext.model_construct(
             system_prompt=self.current_system_prompt(),
             messages=history,  # the actor's snapshot, a tuple: the loop takes it as it is

@@ -4,11 +4,14 @@ the run that goes on from there stores it once, in its place, with its turn."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
 
 from agent_runtime import Agent, Runtime
+from agent_runtime.llm import ChatRequest
 from agent_runtime.messages import Message, ToolCall, UserMessage
-from agent_runtime.testing import ScriptedModel, ScriptedTurn, wait_until
+from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, tool
 from supervisors import kill
 
@@ -156,3 +159,36 @@ def test_another_agents_equal_message_is_not_taken_for_the_kept_prompt(
         ("user", "question"),
         ("assistant", "answer"),
     ]
+
+
+def test_a_prompt_aborted_as_soon_as_it_was_accepted_is_kept_once(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    # The abort lands while the run still does its storage work (the prompt kept in the
+    # store), before its loop began: the run still commits the prompt, as a run aborted
+    # during its model call does, and forgets the kept copy (no second one after a restart).
+    answering = threading.Event()
+
+    async def answer(request: ChatRequest) -> str:
+        while not answering.is_set():  # hangs until the abort, unless the test says answer
+            await asyncio.sleep(0.01)
+        return "answer"
+
+    runtime = make_runtime()
+    agent = runtime.start_agent(KEY, model=FunctionModel(answer), restart="transient")
+    prompts = [f"question {i}" for i in range(5)]
+    for text in prompts:
+        agent.prompt(text)
+        assert agent.abort("changed my mind")
+        agent.wait_for_idle(timeout=10)
+    asked = [("user", text) for text in prompts]
+    assert texts(agent.state().messages) == asked
+    assert texts(runtime.memory.history("s").messages) == asked
+    crashed = agent.ref
+    kill(crashed, "test crash")
+    wait_until(lambda: agent.ref is not crashed and agent.alive)
+    assert texts(agent.state().messages) == asked  # the kept copies were forgotten
+    answering.set()
+    agent.continue_run()  # the history ends with a prompt: the run goes on from it
+    agent.wait_for_idle(timeout=10)
+    assert texts(runtime.memory.history("s").messages) == [*asked, ("assistant", "answer")]
