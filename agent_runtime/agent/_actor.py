@@ -301,6 +301,8 @@ class AgentActor(AsyncioActor):
             parked=parked,
             carried=self.unstored,
         )
+        if msg.subscription is not None:  # taken with the start, in the same step
+            self._on_subscribe(Subscribe(msg.subscription))
         self.approvals.run_started()
         cell.run_started(run)
         try:

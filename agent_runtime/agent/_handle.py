@@ -236,10 +236,14 @@ class Agent(Generic[OutputT]):
     # -- runs -------------------------------------------------------------------------------------
 
     def _start_message(
-        self, input: str | Message | Sequence[Message] | None, output: OutputSpec | None
+        self,
+        input: str | Message | Sequence[Message] | None,
+        output: OutputSpec | None,
+        subscription: Subscription | None = None,
     ) -> StartRun:
         prompts = None if input is None else tuple(as_messages(input))
-        return StartRun(new_run_id(), prompts, tuple(current_links()), output, LoopFuture())
+        links = tuple(current_links())
+        return StartRun(new_run_id(), prompts, links, output, LoopFuture(), subscription)
 
     async def _astart(self, input: str | Message | Sequence[Message]) -> StartRun:
         """Start a run from asyncio code; the start it was (its id, its outcome)."""
@@ -567,9 +571,10 @@ class Agent(Generic[OutputT]):
             RuntimeError: called on an event loop's thread (use `astream`).
         """
         refuse_on_loop("Agent.stream()", "`async for event in agent.astream(...)`")
-        sub = self.subscribe()
+        sub = self._new_subscription(MAX_QUEUE, OVERFLOW, BLOCK_TIMEOUT)
         try:
-            run_id = self.prompt(input)
+            # Subscribed by the start itself: nothing of a run that ended before this one.
+            run_id: str = self._ask(self._start_message(input, None, sub))
             yield from sub.until_end(run_id=run_id)
         finally:
             sub.close()
@@ -595,12 +600,10 @@ class Agent(Generic[OutputT]):
             AgentStopped: the agent was stopped.
             TypeError: `input` is not a str, a Message or a list of Messages.
         """
-        start = self._start_message(input, None)
         sub = self._new_subscription(MAX_QUEUE, OVERFLOW, BLOCK_TIMEOUT)
         try:
-            # One mailbox, in order: the actor takes the subscription before the start.
-            self._tell(Subscribe(sub))
-            run_id: str = self._ask(start)
+            # Subscribed by the start itself: nothing of a run that ended before this one.
+            run_id: str = self._ask(self._start_message(input, None, sub))
         except BaseException:
             sub.close()
             raise

@@ -42,13 +42,16 @@ class Queued:
 class StartRun:
     """Start a run (`prompt`, `continue_run` when `prompts` is None). Answered with the run
     id; `outcome` gets the run's terminal event once its end was delivered (or the start's
-    error, so a caller that waits only on it still hears why)."""
+    error, so a caller that waits only on it still hears why). `subscription`, when given,
+    is subscribed with the start and only if the start is taken: it hears the run from its
+    first event and nothing of a run before it (`stream`, `astream`)."""
 
     run_id: str
     prompts: tuple[Message, ...] | None
     trace_links: tuple[Any, ...]
     output: OutputSpec | None
     outcome: LoopFuture[Event]
+    subscription: Subscription | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from agent_runtime.events import (
     MessageEnd,
     MessageUpdate,
     ToolExecutionStart,
+    is_terminal,
 )
 from agent_runtime.llm import ChatRequest, ProviderError
 from agent_runtime.loop import RetryPolicy, validate_transcript
@@ -815,6 +816,26 @@ def test_stream_yields_the_run_and_astream_and_arun_work_in_asyncio(runtime: Run
 
     text, names = asyncio.run(use_async())
     assert text == "async" and names[-1] == "AgentEnd"
+
+
+def test_stream_yields_only_its_own_run_when_it_starts_as_another_run_ends(
+    runtime: Runtime,
+) -> None:
+    # Another caller's run ends while this caller retries `stream()` on AgentBusy: the
+    # stream's subscription must not take in the end of that run (a second terminal).
+    agent = runtime.start_agent(("s", "main", 0), model=ScriptedModel(echo=True))
+    for _ in range(30):
+        other = agent.prompt("someone else's")
+        while True:
+            try:
+                events = list(agent.stream("mine"))
+                break
+            except AgentBusy:
+                continue
+        mine = events[-1].run_id
+        assert mine != other
+        assert {e.run_id for e in events} == {mine}
+        assert sum(is_terminal(e) for e in events) == 1
 
 
 def test_async_for_over_a_subscription(runtime: Runtime) -> None:
