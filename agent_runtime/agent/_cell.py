@@ -222,14 +222,16 @@ class AgentCell:
 
     # -- fan-out (on the loop) --------------------------------------------------------------------
 
-    def hand_out_token(self, event: MessageUpdate) -> Awaitable[None] | None:
+    def hand_out_token(
+        self, event: MessageUpdate, until: AbortSignal | None = None
+    ) -> Awaitable[None] | None:
         """Hand a streamed token to the subscriptions (this agent's and its ancestors'):
         gathered with the other tokens of the loop's step (`_step_batch`), or, when a `block`
         subscription is full, delivered as any event is; what to await then."""
         if step_batch(asyncio.get_running_loop()).add(self, event):
             return None
         full = self.fan_out_now(event, False)
-        return self.fan_out_rest(full, event) if full else None
+        return self.fan_out_rest(full, event, until) if full else None
 
     def fan_out_now(self, event: Event, terminal: bool) -> list[weakref.ref[Subscription]]:
         """Deliver `event` (`terminal`: `is_terminal(event)`, asked once for every
@@ -247,14 +249,17 @@ class AgentCell:
             cell = cell.parent
         return full
 
-    async def fan_out_rest(self, full: list[weakref.ref[Subscription]], event: Event) -> None:
-        """Wait for each subscription `fan_out_now` found full to take `event`.
+    async def fan_out_rest(
+        self, full: list[weakref.ref[Subscription]], event: Event, until: AbortSignal | None = None
+    ) -> None:
+        """Wait for each subscription `fan_out_now` found full to take `event`; once `until`
+        (the run's signal) aborts, no more (see `deliver`).
 
         Only weak refs are held while a delivery waits, so a subscription dropped by its reader
         is collected and closed, which ends the wait at once.
         """
         for ref in full:
-            await deliver(ref, event)
+            await deliver(ref, event, until)
 
     def push_now(self, event: Event) -> None:
         """Hand `event` to every subscription without waiting (the loop is going away)."""

@@ -299,8 +299,8 @@ class AgentRun:
                     self.last_seq = event.seq
                     self._apply(event)
                 behind = self._hand_out(event, terminal)
-                if behind is not None:  # a `block` reader is behind: wait for it (backpressure)
-                    await behind
+                if behind is not None:  # a `block` reader is behind: wait for it (backpressure),
+                    await behind  # until an abort
                 if self.turn > 1 and type(event) is TurnStart:  # a model call is next
                     turn = share.admit(self.signal)
                     if turn is not None:
@@ -405,7 +405,7 @@ class AgentRun:
     def update(self, event: MessageUpdate) -> Awaitable[None] | None:
         self.last_seq = event.seq
         self.stream_event, self.stream_live = event, None
-        return self.cell.hand_out_token(event)
+        return self.cell.hand_out_token(event, self.signal)
 
     def unheard(self, answer: Callable[[], AssistantMessage]) -> None:
         self.stream_event, self.stream_live = None, answer
@@ -417,7 +417,7 @@ class AgentRun:
         if not cell.listened():
             return None  # nobody to hand it to
         full = cell.fan_out_now(event, terminal)
-        return cell.fan_out_rest(full, event) if full else None
+        return cell.fan_out_rest(full, event, self.signal) if full else None
 
     def _loop_failed(self, exc: Exception) -> Event:
         """The event that ends a run whose loop failed or ended without a terminal:
@@ -562,8 +562,12 @@ class AgentRun:
         return terminal
 
     def _stopped_mid_run(self) -> None:
-        """The stopping runtime cancelled this run: end it without waiting."""
-        self.terminal = Canceled(agent=self.cell.key, run_id=self.run_id, reason="runtime_stopped")
+        """The stopping runtime cancelled this run: end it without waiting, with the reason
+        it was aborted for (the runtime's stop aborts every run first), after its last event."""
+        reason = str(self.signal.reason) if self.signal.aborted else "runtime_stopping"
+        self.terminal = Canceled(
+            agent=self.cell.key, run_id=self.run_id, seq=self.last_seq + 1, reason=reason
+        )
         self._ended(self.terminal, ())
         self.cell.push_now(self.terminal)
 

@@ -11,8 +11,10 @@ from types import TracebackType
 from agent_runtime._errors import StreamClosed, StreamOverflow
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
+from agent_runtime.abort import AbortSignal
 from agent_runtime.event_stream._alarm import LoopAlarm
 from agent_runtime.event_stream._stream import EventStream, OverflowPolicy
+from agent_runtime.event_stream._until_abort import push_until_abort
 from agent_runtime.events import Error, Event, is_terminal
 
 OVERFLOW_REASON = "subscriber_overflow"
@@ -272,13 +274,21 @@ def deliver_many(
         return False
 
 
-async def deliver(ref: weakref.ref[Subscription], event: Event) -> bool:
+async def deliver(
+    ref: weakref.ref[Subscription], event: Event, until: AbortSignal | None = None
+) -> bool:
     """Hand `event` to the subscription behind `ref` per its policy (on the runtime's loop).
 
     Only the buffer is held while a `block` delivery waits: a subscription its reader drops
     meanwhile is collected, which closes the buffer and ends the wait at once. A run's terminal
     never waits and never overflows (it takes no buffer space). Returns False once the
-    subscription is closed or gone (the agent's next `subscription_refs` prunes it).
+    subscription is closed or gone (the agent's next `subscription_refs` prunes it), or
+    when the event was not queued.
+
+    With `until` (the run's signal), an abort ends a wait for the reader, or spares it: the
+    event is dropped for that subscription, counted in its `stats().dropped` and announced
+    to its reader by an `EventsDropped` marker before the next event it gets (the run's
+    terminal, which never waits). An aborted run ends without waiting for a stalled reader.
     """
     done = deliver_now(ref, event)
     if done is not None:
@@ -288,8 +298,11 @@ async def deliver(ref: weakref.ref[Subscription], event: Event) -> bool:
         return False
     stream, overflow, block_timeout = sub.stream, sub.overflow, sub.block_timeout
     del sub
-    try:  # full: wait for the reader, up to block_timeout
-        await stream.apush(event, timeout=block_timeout)
+    try:  # full: wait for the reader, up to block_timeout (or an abort)
+        if until is None:
+            await stream.apush(event, timeout=block_timeout)
+        else:
+            return await push_until_abort(stream, event, block_timeout, until)
     except StreamOverflow:
         _overflowed(ref, stream, overflow)
         return False

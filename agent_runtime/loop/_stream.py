@@ -13,6 +13,7 @@ from agent_runtime._run_ids import new_run_id
 from agent_runtime.abort import AbortSignal
 from agent_runtime.config import EventStreamConfig, RuntimeConfig
 from agent_runtime.event_stream import EventStream
+from agent_runtime.event_stream._until_abort import push_until_abort
 from agent_runtime.events import AgentEnd, Canceled, Error, Event, Terminal
 from agent_runtime.loop._run import check_continuable, continue_run, run
 from agent_runtime.loop.types import AgentContext, LoopConfig, LoopHost
@@ -60,7 +61,8 @@ def _abort_run(signal: AbortSignal, terminal: Terminal) -> None:
 async def pump(events: AsyncIterator[Event], stream: EventStream, signal: AbortSignal) -> None:
     """Move a run's events into `stream`, ending it with the run's terminal.
 
-    Backpressure: with a `block` stream the run waits for the reader. If the stream ends
+    Backpressure: with a `block` stream the run waits for the reader, until the run is
+    aborted (the event it waited with is dropped then, counted and marked). If the stream ends
     first (`cancel()`, its timeout, its owner's exit, or a reader), the run's signal is
     aborted at once, from the thread that ended the stream, so a run inside a tool or a
     hung provider call stops then (not at its next push), and the run is closed; if it
@@ -81,8 +83,8 @@ async def pump(events: AsyncIterator[Event], stream: EventStream, signal: AbortS
             elif isinstance(event, Canceled):
                 stop_watching()
                 stream.cancel(event.reason)
-            else:
-                await stream.apush(event)
+            else:  # waits for a `block` stream's reader, until the run is aborted
+                await push_until_abort(stream, event, None, signal)
     except StreamClosed:
         signal.abort("stream_closed")
         log.info("loop.stream.closed_early")

@@ -31,6 +31,7 @@ from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._protocol import WouldEnd
 from agent_runtime.agent._run import AgentRun
 from agent_runtime.config import RuntimeConfig
+from agent_runtime.event_stream import Subscription
 from agent_runtime.events import (
     AgentEnd,
     Canceled,
@@ -1041,12 +1042,12 @@ def test_a_run_accepted_before_the_last_end_was_delivered_reaches_subscribers_af
             return hold  # delivered later, by held_fan_out_rest
         return fan_out_now(event, terminal)
 
-    async def held_fan_out_rest(full: list[Any], event: Event) -> None:
+    async def held_fan_out_rest(full: list[Any], event: Event, until: Any = None) -> None:
         if full is hold:
             held.set()
             await asyncio.to_thread(gate.wait, 10)
             full = fan_out_now(event, True)
-        await fan_out_rest(full, event)
+        await fan_out_rest(full, event, until)
 
     cell.fan_out_now = holding_fan_out_now  # type: ignore[method-assign]
     cell.fan_out_rest = held_fan_out_rest  # type: ignore[method-assign]
@@ -1061,6 +1062,46 @@ def test_a_run_accepted_before_the_last_end_was_delivered_reaches_subscribers_af
     assert [type(e) for e in ends[-1:]] == [Canceled] and ends[-1].run_id == second
     assert list(sub) == []  # then the subscription closes
     assert sub.closed
+
+
+def stalled_run(runtime: Runtime) -> tuple[Agent, Subscription, Subscription]:
+    """An agent whose run waits for a `block` subscription nobody reads (its 2 events read
+    by nobody), beside one that keeps up (read into a list by a thread)."""
+    chunks = [str(i) for i in range(100)]
+    agent = runtime.start_agent(
+        ("s", "main", 0), model=ScriptedModel([ScriptedTurn(chunks=chunks)])
+    )
+    stalled = agent.subscribe(max_queue=2, block_timeout=60)
+    healthy = agent.subscribe(max_queue=10_000)
+    agent.prompt("go")
+    wait_until(lambda: stalled.stream.stats().queue_size == 2)
+    return agent, stalled, healthy
+
+
+def test_an_abort_ends_a_run_that_waits_for_a_stalled_block_reader(runtime: Runtime) -> None:
+    agent, stalled, healthy = stalled_run(runtime)
+    assert agent.state().is_running  # held by the stalled reader
+    assert agent.abort("user_abort")
+    agent.wait_for_idle(timeout=5)  # before: until the stalled reader's block_timeout
+    ends = [e for e in healthy.until_end(timeout=5) if is_terminal(e)]
+    assert [(type(e), e.reason) for e in ends] == [(Canceled, "user_abort")]  # type: ignore[union-attr]
+    seen = list(stalled.until_end(timeout=5))
+    # Its two events, then the gap the abort left (one marker), then the run's terminal.
+    assert [type(e) for e in seen[2:]] == [EventsDropped, Canceled]
+    marker = seen[2]
+    assert isinstance(marker, EventsDropped) and marker.count == stalled.stream.stats().dropped
+
+
+def test_a_stop_ends_a_run_that_waits_for_a_stalled_block_reader_as_stopping(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    runtime = make_runtime()
+    _, _, healthy = stalled_run(runtime)
+    runtime.stop(timeout=30)
+    events = list(healthy)
+    assert events[-1].type == "canceled" and events[-1].reason == "runtime_stopping"  # type: ignore[union-attr]
+    seqs = [e.seq for e in events]
+    assert seqs == sorted(seqs)
 
 
 def test_abort_of_an_idle_agent_returns_false(runtime: Runtime) -> None:

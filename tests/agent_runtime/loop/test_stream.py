@@ -297,6 +297,27 @@ def test_backpressure_a_block_stream_holds_the_run_until_read(runtime: Runtime) 
     assert not any(isinstance(e, ToolExecutionEnd) for e in events)
 
 
+def test_an_abort_ends_a_run_held_by_a_block_stream_nobody_reads(runtime: Runtime) -> None:
+    signal = runtime.abort_table.new()
+    out = stream(
+        [UserMessage(content="go")],
+        AgentContext(),
+        LoopConfig(
+            model=ScriptedModel([ScriptedTurn(chunks=[str(i) for i in range(50)])]),
+            stream_max_queue=2,
+            stream_overflow="block",
+        ),
+        signal,
+        runtime=runtime,
+    )
+    wait_until(lambda: out.stats().queue_size == 2)  # the run waits for a reader
+    signal.abort("user_abort")
+    with pytest.raises(RunCanceled) as info:
+        out.result(timeout=5)  # before: the run waited for the reader, however long
+    assert info.value.reason == "user_abort"
+    assert out.stats().dropped >= 1  # the event it waited with, counted
+
+
 def test_stream_continue_refuses_an_empty_or_assistant_ending_context(runtime: Runtime) -> None:
     config = LoopConfig(model=ScriptedModel([]))
     with pytest.raises(ValueError) as empty:
