@@ -23,6 +23,16 @@ log = get_logger(__name__)
 
 AbortCallback = Callable[["AbortSignal"], None]
 
+RUNTIME_STOPPING = "runtime_stopping"
+"""The abort reason, and so the `Canceled` reason, of the runs a runtime's stop ends."""
+
+
+def parent_aborted(reason: Any) -> str:
+    """The reason a delegated subagent's run is aborted with when its parent's run is:
+    `parent_aborted: <reason>`, except a runtime's stop, which every run ends with as it is
+    (`RUNTIME_STOPPING`), whichever of its aborts reaches it first."""
+    return RUNTIME_STOPPING if reason == RUNTIME_STOPPING else f"parent_aborted: {reason}"
+
 
 class AbortSignal:
     """A thread-safe, resettable abort flag with a reason.

@@ -21,6 +21,7 @@ from agent_runtime._errors import (
     ApprovalError,
     CannotContinue,
 )
+from agent_runtime.abort import parent_aborted
 from agent_runtime.agent._approvals import ApprovalBook, ParkedTurn, read_agent, store_parked
 from agent_runtime.agent._cell import AgentCell
 from agent_runtime.agent._history import repaired
@@ -443,7 +444,7 @@ class AgentActor(AsyncioActor):
             actor = child.actor
             if actor is not None and not child.stopped:  # a child that ended has no run
                 with contextlib.suppress(pykka.ActorDeadError):
-                    actor.actor_ref.tell(Abort(f"parent_aborted: {msg.reason}"))
+                    actor.actor_ref.tell(Abort(parent_aborted(msg.reason)))
         return True
 
     def _on_reset(self, _msg: Reset) -> bool:

@@ -189,6 +189,17 @@ class AgentCell:
             run.signal.abort(reason)
         if not self.runs:
             self.close_subscriptions()
+        self._stop_children()
+
+    def _stop_children(self) -> None:
+        """Its spawned subagents go with it: when it crashed for good too (a stop stopped
+        them before it already)."""
+        for child in self.children:
+            handle = child.handle
+            if child.stopped or handle is None:
+                continue
+            with contextlib.suppress(RuntimeError):  # the loop's tasks are stopping: so are they
+                self.host.loop_tasks.spawn(self.host.astop_agent(handle), _ignore_end)
 
     def run_delivered(self, run: CellRun) -> None:
         """`run`'s end reached the subscriptions: close them if the agent has ended and no
@@ -280,3 +291,7 @@ class AgentCell:
                 return True
             cell = cell.parent
         return False
+
+
+def _ignore_end(_cancelled: bool, _error: BaseException | None) -> None:
+    """A child's stop needs no follow-up: its own end logs what went wrong."""

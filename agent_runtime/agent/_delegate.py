@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from agent_runtime._errors import AgentBusy, AgentStopped, RunCanceled, RunFailed
+from agent_runtime.abort import parent_aborted
 from agent_runtime.agent._handle import Agent
 from agent_runtime.agent._protocol import Abort, StartRun
 from agent_runtime.agent._state import run_result
@@ -78,11 +79,11 @@ def delegate(
             else:
                 subagent, start = claimed
 
-        def parent_aborted(signal: Any) -> None:
+        def abort_subagent(signal: Any) -> None:
             with contextlib.suppress(AgentStopped):
-                subagent._tell(Abort(f"parent_aborted: {signal.reason}"))
+                subagent._tell(Abort(parent_aborted(signal.reason)))
 
-        remove = ctx.signal.on_abort(parent_aborted)
+        remove = ctx.signal.on_abort(abort_subagent)
         try:
             terminal = await asyncio.wait_for(_outcome(start), timeout)
             result = run_result(start.run_id, terminal)

@@ -200,8 +200,8 @@ class Subscription:
     def _ends_run(self, event: Event, run_id: str | None) -> bool:
         if not is_terminal(event):
             return False
-        if run_id is not None:
-            return event.run_id == run_id and (self.agent is None or event.agent == self.agent)
+        if run_id is not None:  # a run id is unique: a delegate's run ends its read too
+            return event.run_id == run_id
         return self.agent is None or event.agent == self.agent
 
     def __enter__(self) -> Subscription:

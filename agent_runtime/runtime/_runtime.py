@@ -22,7 +22,7 @@ from agent_runtime._counters import RuntimeCounters
 from agent_runtime._gauges import watch as watch_in_gauges
 from agent_runtime._key import AgentKey
 from agent_runtime._loop_guard import refuse_on_loop
-from agent_runtime.abort import AbortSignal, AbortTable
+from agent_runtime.abort import RUNTIME_STOPPING, AbortSignal, AbortTable
 from agent_runtime.agent import Agent, AgentOptionsDict
 from agent_runtime.agent._approvals import PendingApproval
 from agent_runtime.agent._handle import runs_in_flight
@@ -59,8 +59,7 @@ CHILD_IDS = ("abort_table", "registry", "loop_tasks", "tool_tasks", "subagents")
 
 _runtime_ids = itertools.count(1)
 
-STOPPING = "runtime_stopping"
-"""The abort reason, and so the `Canceled` reason, of the runs a runtime's stop ends."""
+STOPPING = RUNTIME_STOPPING
 
 
 class AsyncStart:

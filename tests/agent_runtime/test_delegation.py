@@ -238,3 +238,54 @@ def test_aborting_a_parent_whose_subagent_ended_aborts_the_others_and_says_so() 
         child.wait_for_idle(10)
         assert child.state().error is None
         assert not child.state().is_running
+
+
+def test_until_end_with_a_delegates_run_id_stops_at_that_runs_end(runtime: Runtime) -> None:
+    leaf = ScriptedModel([ScriptedTurn(chunks=["a ", "b"])])
+    parent_model = ScriptedModel([ask("d", "leaf", "t"), ScriptedTurn(text="ok", delay=0.5)])
+    parent = runtime.start_agent(("s", "top", 0), model=parent_model, tools=[delegate(model=leaf)])
+    sub = parent.subscribe()
+    parent.prompt("go")
+    first = next(e for e in sub.until_end(timeout=10) if e.agent.role == "leaf")
+    read = list(sub.until_end(timeout=10, run_id=first.run_id))
+    assert isinstance(read[-1], AgentEnd) and read[-1].run_id == first.run_id
+    assert all(e.agent.role == "leaf" for e in read)  # the parent's end not read: it is later
+
+
+def test_a_parent_that_crashed_for_good_takes_its_subagents_with_it(runtime: Runtime) -> None:
+    worker_model = ScriptedModel([ScriptedTurn(text="never", delay=60)])
+    top = runtime.start_agent(
+        ("s", "top", 0),
+        model=ScriptedModel([ask("a", "worker", "t"), "ok"]),
+        tools=[delegate(model=worker_model)],
+    )  # temporary: a crash ends it
+    top.prompt("go")
+    wait_until(lambda: worker_model.call_count == 1)
+    worker = runtime.registry.lookup(("s", "worker", 0))
+    assert worker is not None
+    kill(top.ref, "test crash")
+    wait_until(lambda: not top.alive)
+    wait_until(lambda: not worker.alive, what="the subagent stopped with its parent")
+    assert runtime.registry.count() == 0
+
+
+def test_a_runtime_stop_ends_delegated_runs_as_stopping_not_as_parent_aborted() -> None:
+    reasons: list[str] = []
+    for _ in range(10):
+        with Runtime.start(RuntimeConfig(memory=MemoryConfig(store="memory"))) as runtime:
+            subs = []
+            for i in range(4):
+                worker = ScriptedModel([ScriptedTurn(chunks=["w "] * 200, chunk_delay=0.005)])
+                parent = runtime.start_agent(
+                    (f"s{i}", "top", 0),
+                    model=ScriptedModel([ask("a", "worker", "t"), "ok"]),
+                    tools=[delegate(model=worker)],
+                )
+                subs.append(parent.subscribe(max_queue=100_000))
+                parent.prompt("go")
+            wait_until(lambda: runtime.registry.count() == 8)
+            runtime.stop()
+        for sub in subs:
+            reasons += [e.reason for e in sub if isinstance(e, Canceled)]
+    assert len(reasons) == 10 * 8  # each parent's and each subagent's run, seen by the parent
+    assert set(reasons) == {"runtime_stopping"}
