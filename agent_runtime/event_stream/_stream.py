@@ -566,8 +566,11 @@ class EventStream:
             return None
         if not gap:
             return None, event
+        # The identity of the event the gap comes before: in a subscription, of its run (one
+        # of the agent's, or of a delegate's), not the subscription's.
+        agent = event.agent if event.agent is not None else self._agent
         return EventsDropped(
-            agent=self._agent, run_id=self._run_id, seq=event.seq, count=gap
+            agent=agent, run_id=event.run_id or self._run_id, seq=event.seq, count=gap
         ), event
 
     def __iter__(self) -> Iterator[Event]:

@@ -134,6 +134,24 @@ def test_drop_newest_keeps_the_oldest_events_and_marks_the_gap_before_the_termin
     assert seen[2].count == 8
 
 
+@pytest.mark.parametrize("overflow", ["drop_newest", "drop_oldest"])
+def test_a_gap_marker_carries_the_identity_of_the_event_it_comes_before(
+    overflow: OverflowPolicy, subs: list[Subscription]
+) -> None:
+    sub = subscription(overflow)
+    subs.append(sub)
+    child = [ev("c1", i, CHILD) for i in range(1, 11)] + [end("c1", 11, agent=CHILD)]
+    feed(sub, child)
+
+    seen = read_run(sub, "c1")
+
+    markers = [(i, e) for i, e in enumerate(seen) if isinstance(e, EventsDropped)]
+    assert markers
+    for i, marker in markers:
+        after = seen[i + 1]
+        assert (marker.agent, marker.run_id, marker.seq) == (CHILD, "c1", after.seq)
+
+
 def test_drop_oldest_evicts_the_events_around_a_kept_terminal(subs: list[Subscription]) -> None:
     sub = subscription("drop_oldest")
     subs.append(sub)
