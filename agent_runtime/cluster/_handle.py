@@ -174,7 +174,11 @@ class ClusterAgent:
         with self.subscribe() as sub:
             run_id = self.prompt(input)
             sub.expect(run_id)
-            yield from sub.until_end(run_id=run_id)
+            for event in sub.until_end(run_id=run_id):
+                # Subscribed before the start: the end of this agent's run before it may come.
+                if event.agent == self.key and event.run_id != run_id:
+                    continue
+                yield event
 
     def subscribe(
         self,

@@ -118,6 +118,7 @@ def test_events_are_forwarded_in_order(start_cluster: StartCluster) -> None:
     assert deltas == [f"{i};" for i in range(50)]
     streamed = list(agent.stream("again"))
     assert is_terminal(streamed[-1]) and streamed[-1].run_id != run_id
+    assert {e.run_id for e in streamed} == {streamed[-1].run_id}  # nothing of an earlier run
 
 
 def test_a_slow_reader_gets_the_overflow_policy_of_its_subscription(
