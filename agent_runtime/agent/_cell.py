@@ -192,8 +192,8 @@ class AgentCell:
         self._stop_children()
 
     def _stop_children(self) -> None:
-        """Its spawned subagents go with it: when it crashed for good too (a stop stopped
-        them before it already)."""
+        """Stop its spawned subagents still running: a subagent ends with its parent, also
+        with one that crashed for good (a stop has stopped them first already)."""
         for child in self.children:
             handle = child.handle
             if child.stopped or handle is None:
