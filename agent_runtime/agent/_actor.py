@@ -67,6 +67,7 @@ from agent_runtime.agent._session_sync import SessionMirror
 from agent_runtime.agent._settings import loop_config
 from agent_runtime.agent._status import ActorStatus
 from agent_runtime.agent._step_batch import flush_gathered
+from agent_runtime.agent._storage import forget_prompt
 from agent_runtime.config import QueueMode
 from agent_runtime.events import Error
 from agent_runtime.llm.base import ChatModel
@@ -458,7 +459,9 @@ class AgentActor(AsyncioActor):
             self._publish_approvals()
         self.messages = []
         self.transcript = TranscriptState()
-        self.unstored = ()
+        if self.unstored:  # a crashed run's kept prompt goes with the history, in the store too
+            self.unstored = ()
+            self._forget_kept_prompt()
         self.forget_session = self.mirror is not None
         self.steering = self.follow_ups = ()
         self.error = None
@@ -501,6 +504,15 @@ class AgentActor(AsyncioActor):
         if self._current(msg.run_id) is not None:
             self.approvals.withdrawn(msg.tool_call_id, msg.decision)
             self._publish_approvals()
+
+    def _forget_kept_prompt(self) -> None:
+        """Drop the kept prompt of a crashed run from session memory (off the loop, in order):
+        a later incarnation must not find it again."""
+        writer = self.host.memory_writer
+        with contextlib.suppress(RuntimeError):  # the writer is closed: the runtime stops
+            writer.submit(
+                self.key.session, functools.partial(forget_prompt, writer.memory, self.key)
+            )
 
     def _keep_parked(self, parked: ParkedTurn | None) -> None:
         """Keep the parked turn as it is now in session memory (off the loop, in order)."""

@@ -29,9 +29,18 @@ def read_history(
     then the prompt the agent had accepted whose turn never committed, with every call
     left unpaired answered `outcome="unknown"`; empty when the policy does not read. The
     third item is that prompt (empty without one): the next run commits it with its first
-    turn, in its place before the run's own messages."""
+    turn, in its place before the run's own messages. An agent that writes and does not
+    read starts from that prompt alone."""
     if not policy.read:
-        return (), 0, ()
+        if not policy.write:
+            return (), 0, ()
+        pending = memory.kv(PENDING_PROMPTS).get(pending_prompt_key(*key))
+        if not pending:
+            return (), 0, ()
+        # Read only to see whether its turn committed after all (then nothing is kept).
+        stored = list(memory.history(key.session).messages)
+        _, kept = with_pending_prompt(stored, pending, reason)
+        return tuple(repaired(list(kept), reason)), 0, kept
     history = memory.history(key.session)
     messages = window(history.messages, policy.last_n, policy.max_bytes)
     unstored: tuple[Message, ...] = ()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from agent_runtime import Agent, Runtime
 from agent_runtime.llm import ChatRequest
+from agent_runtime.memory import MemoryPolicy
 from agent_runtime.messages import Message, ToolCall, UserMessage
 from agent_runtime.testing import FunctionModel, ScriptedModel, ScriptedTurn, wait_until
 from agent_runtime.tools import Tool, tool
@@ -192,3 +193,39 @@ def test_a_prompt_aborted_as_soon_as_it_was_accepted_is_kept_once(
     agent.continue_run()  # the history ends with a prompt: the run goes on from it
     agent.wait_for_idle(timeout=10)
     assert texts(runtime.memory.history("s").messages) == [*asked, ("assistant", "answer")]
+
+
+def test_an_agent_that_writes_and_does_not_read_keeps_its_prompt_over_a_crash(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    runtime = make_runtime()
+    model = ScriptedModel([ScriptedTurn(text="never", delay=60), ScriptedTurn(text="answer")])
+    agent = runtime.start_agent(
+        KEY, model=model, restart="transient", memory=MemoryPolicy.write_only()
+    )
+    agent.prompt("question")
+    wait_until(lambda: model.call_count == 1)
+    crashed = agent.ref
+    kill(crashed, "test crash")
+    wait_until(lambda: agent.ref is not crashed and agent.alive)
+    assert texts(agent.state().messages) == [("user", "question")]
+    agent.continue_run()
+    agent.wait_for_idle(timeout=10)
+    assert texts(runtime.memory.history("s").messages) == [
+        ("user", "question"),
+        ("assistant", "answer"),
+    ]
+
+
+def test_a_reset_forgets_the_kept_prompt_of_a_crashed_run_for_good(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    runtime = make_runtime()
+    model = ScriptedModel([ScriptedTurn(text="never", delay=60)])
+    agent = crash_during_the_first_model_call(runtime, model)
+    assert texts(agent.state().messages) == [("user", "question")]
+    agent.reset()
+    assert agent.state().messages == []
+    runtime.stop()
+    fresh = make_runtime().start_agent(KEY, model=ScriptedModel([]))
+    assert fresh.state().messages == []  # not back from the store
