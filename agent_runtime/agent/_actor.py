@@ -31,6 +31,7 @@ from agent_runtime.agent._protocol import (
     ApprovalRequested,
     ApprovalWithdrawn,
     CarriedStored,
+    CommitFailed,
     Committed,
     Decide,
     FollowUp,
@@ -401,6 +402,12 @@ class AgentActor(AsyncioActor):
         self.pending_tool_calls = {}
         self._publish_status()
 
+    def _on_commit_failed(self, msg: CommitFailed) -> None:
+        """Whichever run it was (it may have ended): those messages stay in the history, in
+        their places, and are no longer looked for in the store."""
+        if self.mirror is not None:
+            self.mirror.failed(msg.messages)
+
     def _on_carried_stored(self, msg: CarriedStored) -> None:
         if self._current(msg.run_id) is not None:
             self.unstored = ()
@@ -682,6 +689,7 @@ _HANDLERS: dict[type, Handler] = {
     RunEnded: AgentActor._on_run_ended,
     RunBroke: AgentActor._on_run_broke,
     CarriedStored: AgentActor._on_carried_stored,
+    CommitFailed: AgentActor._on_commit_failed,
     HistoryLoaded: AgentActor._on_history_loaded,
     Decide: AgentActor._on_decide,
     ApprovalRequested: AgentActor._on_approval_requested,

@@ -261,6 +261,15 @@ class RunEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitFailed:
+    """A batch of the run's history did not reach session memory (the store failed): these
+    messages, the very objects the history holds, will never be in the store."""
+
+    run_id: str
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class CarriedStored:
     """The run handed the history's unstored kept prompt (a crashed incarnation's) to the
     session writer with its first batch: the actor stops carrying it."""

@@ -29,6 +29,7 @@ from agent_runtime.agent._loop_share import loop_share
 from agent_runtime.agent._protocol import (
     Amended,
     CarriedStored,
+    CommitFailed,
     Committed,
     MergeSession,
     ModeChanged,
@@ -511,7 +512,7 @@ class AgentRun:
             return
         session = self.cell.key.session
         self.last_write = writer.append(session, unit)
-        self.last_write.add_done_callback(self._committed)
+        self.last_write.add_done_callback(functools.partial(self._committed, tuple(unit)))
         if self.carried:  # this first batch began with them
             self.carried = ()
             self._tell(CarriedStored(self.run_id))
@@ -522,12 +523,17 @@ class AgentRun:
                 session, functools.partial(forget_prompt, writer.memory, self.cell.key)
             )
 
-    def _committed(self, write: Future[Any]) -> None:
+    def _committed(self, unit: tuple[Message, ...], write: Future[Any]) -> None:
         """On a writer thread, before the run's end can see this write done (this callback is
-        added before the end's await): remember the run's first failed commit."""
+        added before the end's await): remember the run's first failed commit, and tell the
+        actor which messages will never be in the store (before any later read of it: the
+        session writer reads after this write)."""
         error = write.exception()
-        if error is not None and self.memory_error is None:
+        if error is None:
+            return
+        if self.memory_error is None:
             self.memory_error = f"{type(error).__name__}: {error}"
+        self._tell(CommitFailed(self.run_id, unit))
 
     async def _end(self, terminal: Event) -> Event:
         if self.crashed is not None:

@@ -45,6 +45,9 @@ class SessionMirror:
         # Ids of the own messages not handed to the writer yet (a crashed incarnation's kept
         # prompt, carried to the next run's first batch): no compaction can have taken them.
         self.unsent: set[int] = set()
+        # Ids of the own messages whose write failed: never in the store, they keep their
+        # places in the history (among the own messages around them) and are not looked for.
+        self.failed_ids: set[int] = set()
 
     def committed(self, messages: Sequence[Message]) -> None:
         """The agent appended `messages` to its history and handed them to the writer."""
@@ -64,11 +67,17 @@ class SessionMirror:
         """The carried messages were handed to the writer."""
         self.unsent.clear()
 
+    def failed(self, messages: Sequence[Message]) -> None:
+        """The writes of `messages` (own, handed to the writer) failed: they never land."""
+        pending = {id(m) for m in self.own_pending}
+        self.failed_ids.update(i for m in messages if (i := id(m)) in pending)
+
     def forget(self, sequence: int) -> None:
         """The agent's history was cleared (reset): start over from `sequence`."""
         self.sequence = sequence
         self.own_pending.clear()
         self.unsent.clear()
+        self.failed_ids.clear()
 
     def merge(
         self,
@@ -91,23 +100,36 @@ class SessionMirror:
         # it), nor compacted away: it stays, in its place before what was sent.
         unsent = [m for m in own if id(m) in self.unsent]
         sent = [m for m in own if id(m) not in self.unsent] if unsent else own
+        failed = self.failed_ids
         matched = 0
         foreign = False
+        # The changes, with the own messages whose write failed put back where they were:
+        # before the own message that followed them.
+        merged: list[Message] = []
         for message in changes.messages:
+            while failed and matched < len(sent) and id(sent[matched]) in failed:
+                merged.append(sent[matched])
+                matched += 1
             if matched < len(sent) and message == sent[matched]:
                 matched += 1
             else:
                 foreign = True
+            merged.append(message)
         self.sequence = changes.sequence
-        unstored = unsent if changes.replaced else [*unsent, *sent[matched:]]
+        rest = sent[matched:]
+        if changes.replaced:  # compacted away like the rest, but for what never was stored
+            rest = [m for m in rest if id(m) in failed]
+        unstored = [*unsent, *rest]
         self.own_pending = deque(unstored)
+        if failed:
+            self.failed_ids = {id(m) for m in rest if id(m) in failed}
         if not foreign and not changes.replaced:
             return None
         if changes.replaced:
-            base = changes.messages
+            base = merged
         else:
             stable = history[: len(history) - len(own)] if own else history
-            base = [*stable, *changes.messages]
+            base = [*stable, *merged]
         return window([*base, *unstored], policy.last_n, policy.max_bytes)
 
     def _merge_unwritten(
