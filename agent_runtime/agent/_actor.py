@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, ClassVar
 
 import pykka
@@ -68,7 +69,7 @@ from agent_runtime.agent._session_sync import SessionMirror
 from agent_runtime.agent._settings import loop_config
 from agent_runtime.agent._status import ActorStatus
 from agent_runtime.agent._step_batch import flush_gathered
-from agent_runtime.agent._storage import forget_prompt
+from agent_runtime.agent._storage import forget_prompt, session_sequence
 from agent_runtime.config import QueueMode
 from agent_runtime.events import Error
 from agent_runtime.llm.base import ChatModel
@@ -126,6 +127,7 @@ class AgentActor(AsyncioActor):
         "pending_tool_calls",
         "ready",
         "rendered_prompt",
+        "reset_read",
         "run",
         "steering",
         "steering_mode",
@@ -160,6 +162,7 @@ class AgentActor(AsyncioActor):
         self.pending_tool_calls: dict[str, None] = {}
         self.mirror: SessionMirror | None = None  # with a policy that reads the session
         self.forget_session = False  # a reset: the next merge starts over from the store
+        self.reset_read: Future[int] | None = None  # where the reset left the session
         self.ready = False  # the history is in: calls are taken
         self.approvals = ApprovalBook()  # tool calls waiting for approval, decisions
         # The end of `messages` not in session memory yet: the kept prompt of a crashed
@@ -303,6 +306,7 @@ class AgentActor(AsyncioActor):
             queues,
             parked=parked,
             carried=self.unstored,
+            reset_at=self.reset_read if self.forget_session else None,
         )
         if msg.subscription is not None:  # taken with the start, in the same step
             self._on_subscribe(Subscribe(msg.subscription))
@@ -334,10 +338,12 @@ class AgentActor(AsyncioActor):
         if mirror is None or self._current(msg.run_id) is None:
             return None
         changes = msg.changes
-        if self.forget_session:  # a reset: what the session held until now stays out
-            self.forget_session = False
-            mirror.forget(changes.sequence)
-            return None
+        if self.forget_session:  # a reset: what the session held until it stays out
+            self.forget_session, self.reset_read = False, None
+            if msg.reset_point is None:  # not known where it left the session: start from now
+                mirror.forget(changes.sequence)
+                return None
+            mirror.forget(msg.reset_point)  # what others committed since the reset comes in
         # Read in the session's order on its writer, after every batch this agent handed it
         # before: its own messages are all stored (a compaction took in what it took in).
         merged = mirror.merge(self.messages, changes, self.cell.options.memory)
@@ -470,6 +476,8 @@ class AgentActor(AsyncioActor):
             self.unstored = ()
             self._forget_kept_prompt()
         self.forget_session = self.mirror is not None
+        if self.forget_session:  # where the session stands, read after the agent's own writes
+            self.reset_read = self._session_sequence()
         self.steering = self.follow_ups = ()
         self.error = None
         self._publish_status()
@@ -511,6 +519,17 @@ class AgentActor(AsyncioActor):
         if self._current(msg.run_id) is not None:
             self.approvals.withdrawn(msg.tool_call_id, msg.decision)
             self._publish_approvals()
+
+    def _session_sequence(self) -> Future[int] | None:
+        """Where the agent's session stands once the writes handed to its writer landed."""
+        writer = self.host.memory_writer
+        try:
+            return writer.submit(
+                self.key.session,
+                functools.partial(session_sequence, writer.memory, self.key.session),
+            )
+        except RuntimeError:  # the writer is closed: the runtime stops
+            return None
 
     def _forget_kept_prompt(self) -> None:
         """Drop the kept prompt of a crashed run from session memory (off the loop, in order):

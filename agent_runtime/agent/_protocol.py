@@ -187,6 +187,7 @@ class MergeSession:
 
     run_id: str
     changes: Any  # SessionChanges
+    reset_point: int | None = None  # after a reset: the sequence the changes are read from
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,6 +126,7 @@ class AgentRun:
         queues: RunQueues,
         parked: Any = None,
         carried: tuple[Message, ...] = (),
+        reset_at: Future[int] | None = None,
     ) -> None:
         self.cell = cell
         self.actor = actor
@@ -140,6 +141,7 @@ class AgentRun:
         self.config = config  # the agent's settings; `config_update` holds the run's values
         self.config_update = config_update
         self.since = since  # the session sequence the actor's history reflects (None: no read)
+        self.reset_at = reset_at  # after a reset: where it left the session (a writer's read)
         self.queues = queues  # steering and follow-ups to deliver, pushed by the actor
         self.writer = cell.host.memory_writer if cell.options.memory.write else None
         # The history's kept prompt of a crashed incarnation, not in session memory yet: it
@@ -347,9 +349,13 @@ class AgentRun:
         template = self.system_prompt if isinstance(self.system_prompt, Template) else None
         history = self.history
         if keep or since is not None or template is not None:
-            work = functools.partial(prepare_run, writer.memory, cell.key, keep, since, template)
+            work = functools.partial(
+                prepare_run, writer.memory, cell.key, keep, since, template, self.reset_at
+            )
             try:
-                rendered, changes = await asyncio.wrap_future(writer.submit(cell.key.session, work))
+                rendered, changes, reset_point = await asyncio.wrap_future(
+                    writer.submit(cell.key.session, work)
+                )
             except Exception as exc:
                 if not isinstance(exc, TemplateError):  # the store failed
                     error = f"{type(exc).__name__}: {exc}"
@@ -359,12 +365,12 @@ class AgentRun:
                     reason = f"template: {type(exc).__name__}: {exc}"
                     await self._end_early(Error(agent=cell.key, run_id=self.run_id, reason=reason))
                     return None
-                rendered, changes = None, None  # run on the agent's own history
+                rendered, changes, reset_point = None, None, None  # on the agent's own history
             if rendered is not None:
                 self.system_prompt = rendered
                 self._tell(PromptRendered(rendered))
             if changes is not None:
-                merged = self._ask_now(MergeSession(self.run_id, changes))
+                merged = self._ask_now(MergeSession(self.run_id, changes, reset_point))
                 if merged is not None:
                     history, self.transcript_state = merged
         # Aborted by now, the run still goes into its loop, which commits the prompt before

@@ -4,6 +4,7 @@ the session writer's threads, in the session's order (`SessionWriter.submit`).""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from agent_runtime._key import AgentKey
@@ -56,19 +57,32 @@ def prepare_run(
     prompts: Sequence[Message] | None,
     since: int | None,
     template: Template | None,
-) -> tuple[str | None, Any]:
+    reset_at: Future[int] | None = None,
+) -> tuple[str | None, Any, int | None]:
     """A run's storage work before its first model call, in one go: render its `template`
     system prompt (a TemplateError is raised before anything is written), keep its prompt
     (`prompts`, when its policy writes) until its turn commits, and read what the
-    session's other agents committed since `since` (when its policy reads).
+    session's other agents committed since `since` (when its policy reads), or, after a
+    reset, since where the reset left the session (`reset_at`, read earlier in the
+    session's order: done by now).
 
-    Returns the rendered prompt (None without a template) and the changes (None without
-    `since`)."""
+    Returns the rendered prompt (None without a template), the changes (None without
+    `since`) and the sequence they were read from after a reset (else None)."""
     rendered = None if template is None else PromptTemplates.of(memory).render(template)
     if prompts:
         kept = [m.model_dump(mode="json") for m in prompts]
         memory.kv(PENDING_PROMPTS).put(pending_prompt_key(*key), kept)
-    return rendered, None if since is None else memory.changes(key.session, since)
+    if since is None:
+        return rendered, None, None
+    reset = None
+    if reset_at is not None and reset_at.done() and reset_at.exception() is None:
+        since = reset = reset_at.result()
+    return rendered, memory.changes(key.session, since), reset
+
+
+def session_sequence(memory: SessionMemory, session: str) -> int:
+    """Where `session` stands now (its sequence), without writing anything."""
+    return memory.append(session, ())
 
 
 def forget_prompt(memory: SessionMemory, key: AgentKey) -> None:

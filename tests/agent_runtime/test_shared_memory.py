@@ -134,6 +134,18 @@ def test_reset_keeps_what_the_session_held_out_of_the_next_run(runtime: Runtime)
     assert sent(model) == ["user:after"]
 
 
+def test_after_a_reset_what_others_commit_is_merged_in_as_before(runtime: Runtime) -> None:
+    model = ScriptedModel(["a1", "a2"])
+    a = runtime.start_agent(("s", "a", 0), model=model)
+    b = runtime.start_agent(("s", "b", 0), model=ScriptedModel(["b1", "b2"]))
+    a.run("a before", timeout=10)
+    b.run("b before", timeout=10)
+    a.reset()
+    b.run("b after", timeout=10)  # committed after the reset: the reset agent sees it
+    a.run("a after", timeout=10)
+    assert sent(model) == ["user:b after", "assistant:b2", "user:a after"]
+
+
 def test_a_byte_window_bounds_what_an_agent_reads_of_its_session(runtime: Runtime) -> None:
     writer = runtime.start_agent(("s", "w", 0), model=ScriptedModel([f"w{i}" for i in range(20)]))
     for i in range(20):
