@@ -68,8 +68,9 @@ class ChatResponseBuilder:
       every chunk are fine).
     - Parallel tool calls are ordered by the provider's `index`, not by arrival: a call whose
       first fragment arrives after one of a higher index is placed before it.
-    - Arguments are parsed once, at the end: `""` means `{}`; JSON that is not a complete
-      object gives empty `arguments` and is kept verbatim in `ToolCall.raw_arguments`, also
+    - Arguments are parsed once, at the end: `""` means `{}`; a JSON string holding an
+      object (double-encoded, as some servers send) is that object; JSON that is not a
+      complete object gives empty `arguments` and is kept verbatim in `ToolCall.raw_arguments`, also
       for a call cut off by the token limit, so the tool executor reports what is missing
       instead of running on half the arguments (snapshots, a progress view, parse a partial
       object as far as it goes).
@@ -343,6 +344,14 @@ def parse_arguments(raw: str, *, partial: bool = False) -> tuple[dict[str, Any],
         return {}, raw
     if isinstance(value, dict):
         return value, None
+    if isinstance(value, str):  # double-encoded (a JSON string holding the object): decoded
+        # here, so what checks the call (guardrails, approval, a human) sees what runs
+        try:
+            inner = pydantic_core.from_json(value)
+        except ValueError:
+            return {}, raw
+        if isinstance(inner, dict):
+            return inner, None
     return {}, raw
 
 

@@ -165,6 +165,32 @@ def test_invalid_json_arguments_are_kept_raw_with_empty_arguments() -> None:
     assert response.message.tool_calls[0].raw_arguments == "{not json"
 
 
+@pytest.mark.parametrize("encoded", ["a JSON string holding an object", "in two fragments"])
+def test_double_encoded_arguments_are_the_object_they_hold(encoded: str) -> None:
+    # Some servers send the arguments as a JSON string of the object's JSON: the call's
+    # `arguments` are that object, so guardrails and approvers check what the tool runs with.
+    text = json.dumps(json.dumps({"path": "/etc/passwd"}))
+    parts = [text] if encoded.startswith("a JSON") else [text[:9], text[9:]]
+    deltas: list[StreamChunk] = [
+        ToolCallDelta(
+            index=0, id="a" if i == 0 else None, name="rm" if i == 0 else None, arguments=part
+        )
+        for i, part in enumerate(parts)
+    ]
+    response = build([*deltas, FinishDelta(reason="tool_use")]).build()
+    call = response.message.tool_calls[0]
+    assert (call.arguments, call.raw_arguments) == ({"path": "/etc/passwd"}, None)
+
+
+def test_a_json_string_that_holds_no_object_is_kept_raw() -> None:
+    text = json.dumps("just words")
+    response = build(
+        [ToolCallDelta(index=0, id="a", name="f", arguments=text), FinishDelta(reason="stop")]
+    ).build()
+    call = response.message.tool_calls[0]
+    assert (call.arguments, call.raw_arguments) == ({}, text)
+
+
 def test_stream_without_terminal_marker_raises_network_error() -> None:
     builder = build([TextDelta(text="partial")])
     with pytest.raises(NetworkError, match="terminal marker"):
