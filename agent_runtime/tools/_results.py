@@ -16,17 +16,19 @@ NO_OUTPUT = "(no output)"
 def normalize_result(value: Any) -> ToolResult:
     """Turn a tool's return value into a `ToolResult`; never raises.
 
-    - `ToolResult`: unchanged.
+    - `ToolResult`: unchanged, but for `details` JSON cannot hold: made JSON-able as below
+      (a result is stored and sent as JSON, with the turn it belongs to).
     - `str`: one text block; `""` and `None` become the text `"(no output)"`, because some
       providers reject empty tool results and a model reads the marker better than nothing.
     - `TextContent` / `ImageContent`, or a list of only those: the content as given.
     - a pydantic model: its JSON as text, `details = model_dump(mode="json")`.
     - a dict: its JSON as text, and the dict (made JSON-able) as `details`.
     - anything else (list, number, bool, dataclass, ...): its JSON as text, `details=None`;
-      values JSON cannot hold are rendered with `str()`.
+      values JSON cannot hold are rendered with `str()`; a value that cannot be rendered at
+      all (a cycle, bytes that are not UTF-8) is its `repr()`.
     """
     if isinstance(value, ToolResult):
-        return value
+        return _with_jsonable_details(value)
     if value is None or (isinstance(value, str) and not value):
         return ToolResult.text(NO_OUTPUT)
     if isinstance(value, str):
@@ -39,11 +41,31 @@ def normalize_result(value: Any) -> ToolResult:
         and all(isinstance(v, TextContent | ImageContent) for v in value)
     ):
         return ToolResult(content=list(value))
-    text = pydantic_core.to_json(value, fallback=str).decode()
-    if isinstance(value, BaseModel | dict):
-        details = pydantic_core.to_jsonable_python(value, fallback=str)
-        return ToolResult.text(text, details={str(k): v for k, v in details.items()})
+    try:
+        plain = pydantic_core.to_jsonable_python(value, fallback=str)
+    except (ValueError, RecursionError):  # a cycle, bytes that are not UTF-8: not renderable
+        return ToolResult.text(repr(value))
+    text = pydantic_core.to_json(plain).decode()
+    if isinstance(value, BaseModel | dict) and isinstance(plain, dict):
+        return ToolResult.text(text, details={str(k): v for k, v in plain.items()})
     return ToolResult.text(text)
+
+
+def _with_jsonable_details(result: ToolResult) -> ToolResult:
+    """`result`, with `details` JSON cannot hold made JSON-able (see `normalize_result`)."""
+    details = result.details
+    if details is None:
+        return result
+    try:
+        pydantic_core.to_json(details)
+        return result
+    except (ValueError, RecursionError):  # PydanticSerializationError is a ValueError
+        pass
+    try:
+        plain = pydantic_core.to_jsonable_python(details, fallback=str)
+    except (ValueError, RecursionError):
+        plain = {"value": repr(details)}
+    return result.model_copy(update={"details": plain})
 
 
 def error_result(message: str, /, **details: Any) -> ToolResult:

@@ -639,6 +639,24 @@ def test_tool_results_and_content_blocks_pass_through() -> None:
     ]
 
 
+def test_a_results_details_json_cannot_hold_are_made_json_able() -> None:
+    class Thing:
+        def __str__(self) -> str:
+            return "a thing"
+
+    given = ToolResult.text("x", details={"thing": Thing(), "n": 1})
+    result = normalize_result(given)
+    assert result.details == {"thing": "a thing", "n": 1}
+    assert ToolResult.model_validate_json(result.model_dump_json()) == result  # it round-trips
+
+
+def test_values_that_cannot_be_rendered_give_their_repr_and_never_raise() -> None:
+    cyclic: dict[str, Any] = {}
+    cyclic["me"] = cyclic
+    assert text(normalize_result(b"\xff\x00")) == repr(b"\xff\x00")
+    assert text(normalize_result(cyclic)) == repr(cyclic)
+
+
 def test_error_result_marks_an_error_with_details() -> None:
     result = error_result("disk full", path="/tmp")
     assert result.is_error and text(result) == "disk full"
