@@ -67,11 +67,7 @@ class OutputSpec:
         self.schema: dict[str, Any] = schema
         self.wrapped = schema.get("type") != "object"
         # Providers' structured modes and tool parameters take an object schema only.
-        self.object_schema: dict[str, Any] = (
-            {"type": "object", "properties": {_WRAP: schema}, "required": [_WRAP]}
-            if self.wrapped
-            else schema
-        )
+        self.object_schema: dict[str, Any] = _wrapped(schema) if self.wrapped else schema
         self.instruction = (
             "Answer with one JSON value only, no prose and no code fences, matching this JSON "
             f"schema:\n{json.dumps(schema)}"
@@ -232,3 +228,14 @@ class OutputTurns:
             self.left -= 1
             return "retry", feedback, ""
         return "fail", feedback if message.tool_calls else [], spec.reason(parsed)
+
+
+def _wrapped(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` as the one property of an object schema. Its `$defs` move to the root, where
+    its `$ref`s (`#/$defs/...`, from the root of the document) point."""
+    inner = dict(schema)
+    defs = inner.pop("$defs", None)
+    wrapped: dict[str, Any] = {"type": "object", "properties": {_WRAP: inner}, "required": [_WRAP]}
+    if defs is not None:
+        wrapped["$defs"] = defs
+    return wrapped

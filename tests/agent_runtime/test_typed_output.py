@@ -17,6 +17,7 @@ from agent_runtime import OutputValidationError, RunFailed, Runtime
 from agent_runtime._errors import InvalidOutput
 from agent_runtime.llm import InvalidRequestError, StructuredOutputError, openai_compatible
 from agent_runtime.loop import RetryPolicy
+from agent_runtime.loop._output import OutputSpec
 from agent_runtime.messages import ToolCall, ToolResultMessage, UserMessage
 from agent_runtime.testing import MockProviderServer, ScriptedModel, ScriptedTurn
 from agent_runtime.tools import tool
@@ -352,3 +353,32 @@ def test_the_typed_options_are_the_agent_options() -> None:
     typed = set(agent_runtime.AgentOptionsDict.__annotations__)
     # output_type and on_failure are parameters of their own, typed with the agent's output.
     assert typed | {"output_type", "on_failure"} == set(agent_runtime.AgentOptions.model_fields)
+
+
+def refs_in(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return found + [r for value in node.values() for r in refs_in(value)]
+    if isinstance(node, list):
+        return [r for value in node for r in refs_in(value)]
+    return []
+
+
+def resolve(document: dict[str, Any], ref: str) -> Any:
+    assert ref.startswith("#/"), ref
+    node: Any = document
+    for part in ref[2:].split("/"):
+        node = node[part]  # a KeyError: the reference points at nothing
+    return node
+
+
+@pytest.mark.parametrize("output_type", [list[City], City | None, tuple[City, int]])
+def test_a_wrapped_types_schema_keeps_its_references_resolvable(output_type: Any) -> None:
+    # Structured modes and the final_result tool take an object schema: a type that is not
+    # one is wrapped, and the definitions its references point at must stay at the root.
+    spec = OutputSpec.of(output_type, 1)
+    assert spec.wrapped
+    refs = refs_in(spec.object_schema)
+    assert refs
+    for ref in refs:
+        assert resolve(spec.object_schema, ref)["title"] == "City"
