@@ -117,13 +117,16 @@ async def _execute(
         return _raised(found.name, call, exc)
 
     limit = found.timeout if found.timeout is not None else default_timeout
-    deadline = asyncio.timeout(limit)
+    deadline = asyncio.timeout(None if found.is_async else limit)
     try:
         async with deadline:
-            value = await _invoke(found, values, ctx, run_sync)
+            if limit is not None and found.is_async:
+                value = await _within(found.execute(values, ctx), limit)
+            else:
+                value = await _invoke(found, values, ctx, run_sync)
         result = normalize_result(value)
     except TimeoutError as exc:
-        if not deadline.expired():
+        if not (deadline.expired() or isinstance(exc, _Expired)):
             return _untrusted(found, _raised(found.name, call, exc))
         log.info("tool.call.timed_out", tool=found.name, call=call.id, timeout=limit)
         return error_result(f"Tool {found.name} timed out after {limit:g}s", outcome="timeout")
@@ -140,6 +143,54 @@ async def _execute(
         details.setdefault("ignored_arguments", ignored)
         result = result.model_copy(update={"details": details})
     return _untrusted(found, result)
+
+
+class _Expired(TimeoutError):
+    """An `async def` tool's time ran out (`_within`)."""
+
+
+# Timed-out `async def` tools that ignored their cancellation and still run: held until they
+# end, so none is destroyed while pending.
+_ABANDONED: set[asyncio.Future[Any]] = set()
+
+
+# How long a timed-out `async def` tool gets to finish its cancellation (its cleanup) before
+# it is left to end on its own: the default `abort_grace`.
+CANCEL_GRACE = 0.25
+
+
+async def _within(call: Any, limit: float) -> Any:
+    """Await the coroutine `call` (an `async def` tool's) for at most `limit` seconds, in a
+    task of its own: when time runs out it is cancelled, and given `CANCEL_GRACE` to end; a
+    tool that catches its cancellation is left to end on its own, so it cannot hold the run
+    past its timeout.
+
+    Raises:
+        _Expired: the time ran out.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        await asyncio.wait((task,), timeout=limit)
+        if task.done():
+            return task.result()
+        task.cancel()
+        await asyncio.wait((task,), timeout=CANCEL_GRACE)
+    except asyncio.CancelledError:  # the run was aborted or stopped: the tool goes with it
+        task.cancel()
+        raise
+    if task.done():
+        _forget(task)
+        raise _Expired
+    _ABANDONED.add(task)
+    task.add_done_callback(_forget)
+    raise _Expired
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    """An abandoned tool ended: let it go, its outcome read (nobody waits for it)."""
+    _ABANDONED.discard(task)
+    if not task.cancelled():
+        task.exception()
 
 
 async def _invoke(

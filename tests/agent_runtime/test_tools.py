@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
@@ -473,6 +474,27 @@ def test_an_async_tool_past_its_timeout_is_cancelled_and_reported() -> None:
     assert result.is_error and text(result) == "Tool hang timed out after 0.05s"
     assert result.details == {"outcome": "timeout"}
     assert cancelled == [True]
+
+
+def test_an_async_tool_that_swallows_its_cancellation_is_left_behind_at_its_timeout() -> None:
+    @tool(timeout=0.05)
+    async def stubborn() -> str:
+        for _ in range(40):  # catches every cancellation, for up to 2 s
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                pass
+        return "late"
+
+    async def timed() -> tuple[ToolResult, float]:
+        started = time.monotonic()
+        call = ToolCall(id="c", name="stubborn")
+        result = await execute_tool_call(call, [stubborn], ToolContext("c"))
+        return result, time.monotonic() - started
+
+    result, took = asyncio.run(timed())
+    assert result.details == {"outcome": "timeout"}
+    assert took < 1.5  # its timeout and the cancellation's grace, not the tool's 2 s
 
 
 def test_a_sync_tool_past_the_default_timeout_is_reported_and_keeps_running() -> None:
