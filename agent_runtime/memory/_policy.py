@@ -29,8 +29,8 @@ class MemoryPolicy(BaseModel):
 
     read: bool = True
     write: bool = True
-    last_n: int | None = Field(default=None, ge=1)
-    max_bytes: int | None = Field(default=None, ge=1)
+    last_n: int | None = Field(default=None, ge=1, strict=True)  # not True, not "5"
+    max_bytes: int | None = Field(default=None, ge=1, strict=True)
 
     @classmethod
     def none(cls) -> MemoryPolicy:

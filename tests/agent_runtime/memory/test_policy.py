@@ -49,6 +49,11 @@ def test_a_window_needs_at_least_one_message(n: Any) -> None:
 def test_last_n_is_validated_and_the_policy_is_frozen() -> None:
     with pytest.raises(ValidationError, match="last_n"):
         MemoryPolicy(last_n=0)
+    for not_an_int in (True, "5", 5.0):  # the docstring's promise: an int >= 1, nothing else
+        with pytest.raises(ValidationError, match="last_n"):
+            MemoryPolicy(last_n=not_an_int)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="max_bytes"):
+            MemoryPolicy(max_bytes=not_an_int)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="unknown"):
         MemoryPolicy(unknown=True)  # type: ignore[call-arg]
     with pytest.raises(ValidationError):
