@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import threading
 import time
@@ -480,10 +481,8 @@ def test_an_async_tool_that_swallows_its_cancellation_is_left_behind_at_its_time
     @tool(timeout=0.05)
     async def stubborn() -> str:
         for _ in range(40):  # catches every cancellation, for up to 2 s
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.sleep(0.05)
-            except asyncio.CancelledError:
-                pass
         return "late"
 
     async def timed() -> tuple[ToolResult, float]:
