@@ -95,7 +95,11 @@ class Transport:
     transport ever had an answer from its server is final (`NetworkError`, not retryable,
     naming the URL: nothing listens at `base_url`, and retrying cannot change that); once the
     server has answered, a refusal is retryable (a server restarting). A timeout's error
-    says how long the attempt took.
+    says how long the attempt took. Messages show `base_url` without its user info.
+
+    Raises:
+        ValueError: (at construction) `base_url` is not an http(s) URL with a host, or
+            `timeout` / `connect_timeout` is not seconds > 0.
     """
 
     def __init__(
@@ -110,7 +114,12 @@ class Transport:
         idle_timeout: float | None = 120.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        check_base_url(base_url)
+        for name, seconds in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+                raise ValueError(f"invalid {name} {seconds!r} (expected seconds > 0)")
         self.base_url = base_url.rstrip("/")
+        self.shown_url = shown_url(self.base_url)  # for messages: no user info, no password
         self.provider = provider
         self.request_timeout = request_timeout
         self.idle_timeout = idle_timeout
@@ -272,7 +281,7 @@ class Transport:
         timeout's message says how long the attempt took, and the error's `elapsed` holds it.
         """
         kind = type(exc).__name__
-        url = _url_of(exc) or self.base_url
+        url = _url_of(exc) or self.shown_url
         if not self._reached and isinstance(exc, httpx.ConnectError) and _refused(exc):
             return NetworkError(
                 f"connection refused by {url}: nothing listens there (is the {self.provider} "
@@ -287,11 +296,39 @@ class Transport:
         if elapsed is not None and isinstance(exc, httpx.TimeoutException):
             took = f" after {elapsed:.2f}s"
         error = NetworkError(
-            f"{kind} talking to {self.provider} at {self.base_url}{took}: {exc or kind}",
+            f"{kind} talking to {self.provider} at {self.shown_url}{took}: {exc or kind}",
             provider=self.provider,
         )
         error.elapsed = elapsed
         return error
+
+
+def check_base_url(base_url: str) -> None:
+    """Refuse a `base_url` no request can go to, at construction, not at every call.
+
+    Raises:
+        ValueError: it is not an absolute http:// or https:// URL with a host.
+    """
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"invalid base_url {base_url!r}: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(
+            f"invalid base_url {shown_url(base_url)!r}: expected an absolute http:// or "
+            "https:// URL with a host, such as http://localhost:11434/v1"
+        )
+
+
+def shown_url(base_url: str) -> str:
+    """`base_url` as messages and logs may show it: without its user info (a password)."""
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError):
+        return "(an invalid URL)"
+    if not url.userinfo:
+        return base_url
+    return str(url.copy_with(username=None, password=None))
 
 
 def _url_of(exc: httpx.HTTPError) -> str | None:

@@ -169,6 +169,36 @@ def test_a_deadline_that_is_not_positive_is_refused(
             adapter("openai", server, **{option: timeout})
 
 
+@pytest.mark.parametrize("option", ["timeout", "connect_timeout"])
+@pytest.mark.parametrize("seconds", [0, -5, float("nan")])
+def test_a_transport_timeout_that_is_not_positive_is_refused(
+    server: MockProviderServer, option: str, seconds: float
+) -> None:
+    with pytest.raises(ValueError, match=f"invalid {option}"):
+        adapter("openai", server, **{option: seconds})
+
+
+@pytest.mark.parametrize("base_url", ["localhost:11434/v1", "ftp://host/v1", ""])
+def test_a_base_url_no_request_can_go_to_is_refused_when_the_model_is_made(
+    base_url: str,
+) -> None:
+    # Not at every call, as a network error that retries would back off from for seconds.
+    with pytest.raises(ValueError, match="invalid base_url"):
+        openai_compatible(base_url, "m")
+
+
+def test_a_password_in_the_base_url_stays_out_of_error_messages(
+    server: MockProviderServer,
+) -> None:
+    server.enqueue(MockResponse(turn=ScriptedTurn(text="late"), delay=3.0))
+    url = server.base_url("openai").replace("http://", "http://user:s3cret-pw@")
+    model = openai_compatible(url, "m", api_key="k", timeout=0.3)
+    with pytest.raises(NetworkError) as caught:
+        model.generate_sync(HI, timeout=10)
+    assert "s3cret-pw" not in caught.value.message and "user" not in caught.value.message
+    assert server.base_url("openai") in caught.value.message
+
+
 # -- connection reuse ------------------------------------------------------------------------------
 
 
