@@ -77,6 +77,11 @@ def tokens_of(
                     f"server.tokens.{name}.token_env names the environment variable "
                     f"{entry.token_env}, which is not set (or empty)"
                 )
+            if len(token) < 16:  # as an inline token and --token (the value is not shown)
+                raise ConfigError(
+                    f"server.tokens.{name}.token_env: the token in {entry.token_env} is "
+                    f"{len(token)} characters long; a server token must be at least 16"
+                )
         sessions = None if entry.sessions is None else frozenset(entry.sessions)
         profiles = None if entry.profiles is None else frozenset(entry.profiles)
         pairs.append((token, Principal(name, sessions, profiles)))

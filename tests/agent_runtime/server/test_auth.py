@@ -181,6 +181,9 @@ def test_a_token_from_the_environment_is_read_and_an_unset_one_is_a_clear_error(
     assert pairs == [("from-env-0123456789", Principal("ops"))]
     with pytest.raises(ConfigError, match="at least 16"):
         _app.tokens_of(ServerConfig(), ["short"])
+    with pytest.raises(ConfigError, match="GATEWAY_TEST_TOKEN is 1 characters long") as caught:
+        _app.tokens_of(settings, env={"GATEWAY_TEST_TOKEN": "a"})  # as short as --token's
+    assert "'a'" not in str(caught.value)
 
 
 def test_an_internal_failure_is_a_500_without_detail(
