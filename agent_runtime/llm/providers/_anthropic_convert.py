@@ -82,6 +82,9 @@ _JSON_MODE = (
     "JSON: no prose, no Markdown code fences.\n\nJSON schema:\n"
 )
 
+PROVIDER = "anthropic"
+"""The provider name of the Anthropic adapter and of the answers it builds."""
+
 
 # -- our messages -> the wire ----------------------------------------------------------------
 
@@ -192,13 +195,14 @@ def _content_to_wire(content: Iterable[TextContent | ImageContent]) -> list[dict
 
 def _assistant_to_wire(message: AssistantMessage) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
+    own = message.provider in ("", PROVIDER)  # another provider's signature is refused
     for block in message.content:
         if isinstance(block, TextContent):
             if block.text:
                 blocks.append({"type": "text", "text": block.text})
         elif isinstance(block, ThinkingContent):
-            if block.signature is None:
-                continue  # unsigned thinking cannot be replayed
+            if block.signature is None or not own:
+                continue  # unsigned or another provider's thinking cannot be replayed
             if block.redacted:
                 blocks.append({"type": "redacted_thinking", "data": block.signature})
             else:

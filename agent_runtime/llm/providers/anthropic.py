@@ -17,6 +17,7 @@ from agent_runtime.llm._transport import ApiKey
 from agent_runtime.llm.builder import ChatResponseBuilder
 from agent_runtime.llm.errors import NetworkError
 from agent_runtime.llm.providers._anthropic_convert import (
+    PROVIDER,
     StreamDecoder,
     chunks_from_message,
     request_body,
@@ -26,7 +27,6 @@ from agent_runtime.llm.types import ChatRequest, ChatResponse, StreamChunk
 
 __all__ = ["AnthropicModel", "anthropic"]
 
-PROVIDER = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MESSAGES_PATH = "/v1/messages"
 MODELS_PATH = "/v1/models"

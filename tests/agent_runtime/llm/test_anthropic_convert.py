@@ -150,6 +150,17 @@ def test_thinking_is_sent_back_with_its_signature_and_unsigned_thinking_is_dropp
     ]
 
 
+def test_another_providers_signed_thinking_is_dropped() -> None:
+    # A Gemini answer's thought carries Gemini's signature: Anthropic refuses it (400), so
+    # switching providers mid conversation would fail.
+    message = AssistantMessage(
+        content=[ThinkingContent(thinking="think", signature="R2VtaW5p"), TextContent(text="a")],
+        provider="gemini",
+        timestamp=0.0,
+    )
+    assert messages_to_wire([user("q"), message])[1]["content"] == [{"type": "text", "text": "a"}]
+
+
 def test_images_become_base64_sources() -> None:
     message = UserMessage(
         content=[TextContent(text="what is it?"), ImageContent(data="AAAA", mime_type="image/png")]
