@@ -41,7 +41,9 @@ def check_request(raw: bytes, max_prompt_chars: int) -> JSONResponse | None:
     """The error answer to a request body `raw` that breaks a rule of the module docstring,
     or None when the SDK may handle it."""
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_no_constant)
+    except _NotJson as exc:
+        return rpc_error(None, PARSE_ERROR, str(exc))
     except ValueError:  # not JSON, or not UTF-8/16/32 text
         return rpc_error(None, PARSE_ERROR, "the request body is not valid JSON (UTF-8 text)")
     if not isinstance(body, dict):
@@ -64,6 +66,14 @@ def check_request(raw: bytes, max_prompt_chars: int) -> JSONResponse | None:
     if _text_chars(params.get("message")) > max_prompt_chars:
         return rpc_error(request_id, INVALID_PARAMS, too_long(max_prompt_chars))
     return None
+
+
+class _NotJson(ValueError):
+    """A body Python's json module reads but JSON does not allow."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(f"the request body holds {name}, which JSON does not allow (use null)")
 
 
 def _text_chars(message: Any) -> int:

@@ -29,6 +29,7 @@ no trailing user message, 413 when the trailing user messages together are longe
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -208,9 +209,22 @@ def _write_state(state: SessionState, value: Any) -> dict[str, Any]:
         )
     if "" in value:
         raise _Refused(422, "invalid_state", "RunAgentInput.state has an empty key")
+    for name, item in value.items():  # all checked before any is written
+        try:
+            json.dumps(item, allow_nan=False)
+        except (TypeError, ValueError) as exc:  # NaN or Infinity: JSON has neither
+            raise _Refused(
+                422, "invalid_state", f"RunAgentInput.state[{name!r}] is not JSON: {exc}"
+            ) from None
     before = {name: state.get(name, _ABSENT) for name in value}
-    for name, item in value.items():
-        state.put(name, item)
+    written: dict[str, Any] = {}
+    try:
+        for name, item in value.items():
+            state.put(name, item)
+            written[name] = before[name]
+    except BaseException:
+        _restore_state(state, written)  # the run does not start: nothing of it stays
+        raise
     return before
 
 

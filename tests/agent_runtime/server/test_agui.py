@@ -352,6 +352,17 @@ def test_a_bad_run_input_is_a_422_naming_the_problem(
     assert model.call_count == 0
 
 
+def test_a_state_json_cannot_hold_is_a_422_that_writes_nothing(runtime: Runtime, url: str) -> None:
+    runtime.start_agent(KEY, model=ScriptedModel(["never"]))
+    state = runtime.memory.kv(KEY[0])
+    body = run_input(state={"ok_key": 1}).replace('"ok_key":1', '"ok_key":1,"bad":NaN')
+    assert "NaN" in body
+    response = post_raw(url, body)
+    assert response.status_code == 422, response.text
+    assert "RunAgentInput.state['bad'] is not JSON" in response.json()["error"]["message"]
+    assert state.items() == {}  # the key before it was not written either
+
+
 # --- the mapping, without HTTP ----------------------------------------------------------------
 
 

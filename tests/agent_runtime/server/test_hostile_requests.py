@@ -280,6 +280,28 @@ def test_a2a_errors_carry_no_python_exception_text(gw: Gateway, body: bytes) -> 
     assert error["message"]
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_an_a2a_body_with_a_number_json_does_not_allow_is_a_parse_error_naming_it(
+    gw: Gateway, constant: str
+) -> None:
+    if gw.runtime.registry.lookup(AgentKey("q", "main", 0)) is None:
+        gw.start("q/main/0", model="echo")
+    body = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {'
+        '"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}], '
+        f'"metadata": {{"score": {constant}}}}}}}}}'
+    )
+    with _client(gw, **{"Content-Type": "application/json", "A2A-Version": "1.0"}) as client:
+        reply = client.post("/v1/a2a/q/main/0", content=body)
+        listed = client.post(
+            "/v1/a2a/q/main/0",
+            content='{"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {}}',
+        )
+    error = reply.json()["error"]
+    assert error["code"] == -32700 and constant.lstrip("-") in error["message"]
+    assert "result" in listed.json(), listed.text  # nothing stored that cannot be listed
+
+
 def _agui(*messages: dict[str, Any]) -> dict[str, Any]:
     return {
         "threadId": "t",
