@@ -26,6 +26,8 @@ from agent_runtime._errors import (
     AgentStopped,
     AlreadyRegistered,
     ApprovalError,
+    ApprovalsPending,
+    CannotContinue,
     ConfigError,
 )
 from agent_runtime._key import AgentKey
@@ -100,6 +102,7 @@ class AgentApi:
             Route("/v1/tree", self.tree, methods=["GET"]),
             Route(AGENT, self.agent, methods=["GET", "POST", "DELETE"]),
             Route(AGENT + "/prompt", self.prompt, methods=["POST"]),
+            Route(AGENT + "/continue", self.continue_run, methods=["POST"]),
             Route(AGENT + "/steer", self.steer, methods=["POST"]),
             Route(AGENT + "/follow_up", self.follow_up, methods=["POST"]),
             Route(AGENT + "/abort", self.abort, methods=["POST"]),
@@ -137,10 +140,26 @@ class AgentApi:
             return await asyncio.to_thread(fn)
         except AgentStopped:
             raise ApiError(404, f"no agent {_name(agent.key)} is running") from None
+        except ApprovalsPending as exc:  # idle, but a turn of it waits: say what to do
+            key = agent.key
+            route = f"/v1/agents/{key.session}/{key.role}/{key.index}"
+            waiting = ", ".join(exc.tool_call_ids)
+            first = (
+                f"decide {waiting} (POST {route}/approvals/{{tool_call_id}}), then "
+                if waiting
+                else ""
+            )
+            raise ApiError(
+                409,
+                f"agent {_name(agent.key)} has a turn waiting for approvals: {first}"
+                f"POST {route}/continue runs the decided calls",
+            ) from None
         except AgentBusy:
             raise ApiError(
                 409, f"agent {_name(agent.key)} is running: steer it, follow up, or wait"
             ) from None
+        except CannotContinue as exc:
+            raise ApiError(409, str(exc)) from None
 
     # -- routes -----------------------------------------------------------------------------
 
@@ -226,6 +245,13 @@ class AgentApi:
         self._check_text(body.text)
         await self.hub.watch(agent)
         run_id = await self._call(agent, lambda: agent.prompt(body.text))
+        return ok(RunStarted(run_id=run_id), 202)
+
+    async def continue_run(self, request: Request) -> Response:
+        """`Agent.continue_run()`: a run from the history as it is (no body)."""
+        agent = self._agent(request)
+        await self.hub.watch(agent)
+        run_id = await self._call(agent, agent.continue_run)
         return ok(RunStarted(run_id=run_id), 202)
 
     async def steer(self, request: Request) -> Response:

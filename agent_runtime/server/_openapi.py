@@ -181,6 +181,16 @@ def openapi_document(runtime: Any = None) -> dict[str, Any]:
                 "Start a run", 202, _json("its run id", RunStarted), body_errors, PromptBody
             ),
         },
+        agent + "/continue": {
+            "parameters": _KEY_PARAMETERS,
+            "post": _operation(
+                "Start a run from the history without new input: a turn whose tool calls "
+                "were decided on approval, or a prompt kept over a crash",
+                202,
+                _json("its run id", RunStarted),
+                (403, 404, 409),
+            ),
+        },
         agent + "/steer": {
             "parameters": _KEY_PARAMETERS,
             "post": _operation(

@@ -165,3 +165,33 @@ def test_an_a2a_task_is_input_required_while_a_call_waits(gw: Gateway) -> None:
     after = states[states.index(TaskState.TASK_STATE_INPUT_REQUIRED) + 1 :]
     assert after[0] == TaskState.TASK_STATE_WORKING
     assert states[-1] == TaskState.TASK_STATE_COMPLETED
+
+
+def test_a_turn_parked_over_a_restart_is_decided_and_continued_over_http(gw: Gateway) -> None:
+    from supervisors import kill
+
+    turn = ScriptedTurn(tool_calls=[ToolCall(id="c1", name="send_mail", arguments={"to": "bob"})])
+    agent = gw.runtime.start_agent(
+        ("parked", "main", 0),
+        model=ScriptedModel([turn, "mailed"]),
+        tools=[send_mail],
+        restart="transient",
+    )
+    path = "/v1/agents/parked/main/0"
+    agent.prompt("mail bob")
+    wait_until(lambda: waiting(agent) == ["c1"])
+    crashed = agent.ref
+    kill(crashed, "test crash")  # back idle, its turn parked in session memory
+    wait_until(lambda: agent.ref is not crashed and agent.alive)
+    with gw.client() as client:
+        refused = client.post(path + "/prompt", json={"text": "hello?"})
+        assert refused.status_code == 409
+        message = refused.json()["error"]
+        assert "waiting for approvals: decide c1" in message and f"POST {path}/continue" in message
+        assert client.post(path + "/approvals/c1", json={"decision": "approve"}).status_code == 200
+        started = client.post(path + "/continue")
+        assert started.status_code == 202, started.text
+        assert started.json()["run_id"]
+    agent.wait_for_idle(timeout=10)
+    texts = [m.text for m in agent.state().messages]  # type: ignore[union-attr]
+    assert texts[-2:] == ["sent to bob", "mailed"]
