@@ -70,8 +70,9 @@ class CachingModel(Middleware):
     def _put(self, key: str | None, response: ChatResponse) -> None:
         if key is None or response.truncated or response.stop_reason == "error":
             return
+        kept = response.model_copy(deep=True)  # the caller's answer may be changed by it
         with self._lock:
-            self._entries[key] = response
+            self._entries[key] = kept
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
@@ -123,7 +124,8 @@ class CachingModel(Middleware):
 
 def _as_hit(response: ChatResponse) -> ChatResponse:
     zero = Usage()
-    message = response.message.model_copy(update={"usage": zero})
+    # Deep: a caller that changes its answer (a content list) must not change later hits.
+    message = response.message.model_copy(update={"usage": zero}, deep=True)
     return response.model_copy(update={"usage": zero, "cost": 0.0, "message": message})
 
 

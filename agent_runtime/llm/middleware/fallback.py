@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from agent_runtime.abort import AbortSignal
@@ -49,6 +49,7 @@ def fails_over(error: LLMError) -> bool:
 class _Circuit:
     failures: int = 0
     opened_at: float | None = None
+    trial_at: float | None = None  # half-open: when the one trial call went through
 
 
 class CircuitBreaker:
@@ -81,9 +82,19 @@ class CircuitBreaker:
         return "open"
 
     def allows(self) -> bool:
-        """Whether a call may go through now (closed, or half-open for a trial)."""
+        """Whether a call may go through now: closed, or half-open and no trial call is out
+        (this call is the trial then; one whose outcome never came, a call cancelled or
+        failed with an error that does not count, is given up after `reset_timeout`)."""
         with self._lock:
-            return self._state_locked() != "open"
+            state = self._state_locked()
+            if state != "half_open":
+                return state == "closed"
+            now = self._clock()
+            trial = self._state.trial_at
+            if trial is not None and now - trial < self.reset_timeout:
+                return False
+            self._state.trial_at = now
+            return True
 
     def succeeded(self) -> None:
         with self._lock:
@@ -92,6 +103,7 @@ class CircuitBreaker:
     def failed(self) -> None:
         with self._lock:
             self._state.failures += 1
+            self._state.trial_at = None
             if self._state.opened_at is not None or self._state.failures >= self.failure_threshold:
                 self._state.opened_at = self._clock()
 
@@ -126,14 +138,23 @@ class FallbackModel(BaseChatModel):
     def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
         return self.stream(request)
 
-    def _candidates(self) -> list[tuple[ChatModel, CircuitBreaker]]:
-        chosen = [(m, b) for m, b in zip(self.models, self.breakers, strict=True) if b.allows()]
-        if not chosen:
+    def _candidates(self) -> Iterator[tuple[ChatModel, CircuitBreaker]]:
+        """The models to try, in order, each asked whether its circuit allows a call only
+        when its turn comes (a half-open one's trial is the call made then).
+
+        Raises:
+            ProviderError: no circuit allowed a call.
+        """
+        tried = False
+        for model, breaker in zip(self.models, self.breakers, strict=True):
+            if breaker.allows():
+                tried = True
+                yield model, breaker
+        if not tried:
             raise ProviderError(
                 f"all {len(self.models)} models of the fallback chain have open circuits",
                 retryable=True,
             )
-        return chosen
 
     def _failed(self, model: ChatModel, breaker: CircuitBreaker, error: LLMError) -> None:
         breaker.failed()

@@ -47,7 +47,8 @@ from agent_runtime.llm.middleware import (
 from agent_runtime.llm.middleware.retrying import backoff_delay
 from agent_runtime.loop import AgentContext, LoopConfig, RetryPolicy
 from agent_runtime.loop import run as loop_run
-from agent_runtime.messages import Usage, UserMessage
+from agent_runtime.messages import TextContent, Usage, UserMessage
+from agent_runtime.testing import FunctionModel
 from agent_runtime.testing.scripted import ScriptedModel, ScriptedTurn
 
 REQUEST = ChatRequest(messages=[UserMessage(content="hi")])
@@ -260,6 +261,35 @@ def test_an_open_circuit_is_skipped_until_its_reset_timeout() -> None:
     assert model.breakers[0].state == "closed"
 
 
+def test_a_half_open_circuit_lets_one_trial_call_through_of_many_at_once() -> None:
+    clock = Clock()
+    released = asyncio.Event()
+
+    calls: list[str] = []
+
+    async def slow_recovery(request: ChatRequest) -> str:
+        calls.append("primary")
+        await released.wait()
+        return "primary"
+
+    primary = FunctionModel(slow_recovery)
+    backup = ScriptedModel(["backup"] * 10)
+    model = FallbackModel([primary, backup], failure_threshold=1, reset_timeout=30.0, clock=clock)
+    model.breakers[0].failed()  # open
+    clock.now = 31.0  # half-open: one trial
+
+    async def five_at_once() -> list[str]:
+        tasks = [asyncio.ensure_future(model.generate(REQUEST)) for _ in range(5)]
+        await asyncio.sleep(0)  # each has asked its circuits
+        released.set()
+        return [r.text for r in await asyncio.gather(*tasks)]
+
+    answers = asyncio.run(five_at_once())
+    assert calls == ["primary"]  # the trial; the others went to the backup
+    assert sorted(answers) == ["backup"] * 4 + ["primary"]
+    assert model.breakers[0].state == "closed"
+
+
 def test_all_circuits_open_is_a_provider_error() -> None:
     clock = Clock()
     only = ScriptedModel([ScriptedTurn(error=ProviderError("x"))])
@@ -300,6 +330,15 @@ def test_a_repeated_deterministic_request_is_served_from_cache_with_zero_usage()
     assert first.usage.output_tokens > 0
     assert again.usage.input_tokens == again.usage.output_tokens == 0 and again.cost == 0.0
     assert inner.call_count == 1 and model.hits == 1
+
+
+def test_an_answer_changed_by_its_caller_does_not_change_the_cache() -> None:
+    model = CachingModel(ScriptedModel(["original"]))
+    first = asyncio.run(model.generate(REQUEST))
+    first.message.content.append(TextContent(text=" [edited by the first caller]"))
+    hit = asyncio.run(model.generate(REQUEST))
+    hit.message.content.append(TextContent(text=" [edited by the second]"))
+    assert asyncio.run(model.generate(REQUEST)).text == "original"
 
 
 def test_temperature_above_zero_bypasses_the_cache_unless_forced() -> None:
