@@ -96,6 +96,9 @@ class Workflows:
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"{host.name}.workflows")
         self._live: dict[str, LiveWorkflow] = {}  # touched only on the event loop's thread
         self._start_lock: asyncio.Lock | None = None
+        # One answer at a time per workflow in this process (`_resume_with`): its lock and how
+        # many answers hold or wait for it; on the loop.
+        self._answering: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._stopping = False
         self._texts: dict[str, str] = {}  # id -> text last committed here; on the I/O thread
         self.owner = new_owner()
@@ -265,6 +268,21 @@ class Workflows:
         await self._async(self._resume_with(workflow_id, _json_copy(value)))
 
     async def _resume_with(self, workflow_id: str, answer: JsonValue) -> None:
+        # Two answers at once (a double click, a retried request): the second reads what the
+        # first committed and is refused as not paused. Unserialised, it read the text from
+        # before the first's write, took the change for another process's, and halted the
+        # runner that had just been given the first answer.
+        lock, users = self._answering.setdefault(workflow_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                await self._answer(workflow_id, answer)
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._answering[workflow_id]
+
+    async def _answer(self, workflow_id: str, answer: JsonValue) -> None:
         stored = await self._read_text(workflow_id)
         if stored is None:
             raise WorkflowNotFound(workflow_id)

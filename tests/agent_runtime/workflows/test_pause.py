@@ -52,6 +52,29 @@ def test_an_answer_can_send_the_workflow_back(runtime: Runtime) -> None:
     assert wait_status(runtime, wf_id, "completed").state.n == 4
 
 
+def test_two_answers_at_once_one_is_taken_and_the_workflow_goes_on_with_it(
+    runtime: Runtime,
+) -> None:
+    # A double click on an approve button: both answers read the paused workflow before
+    # either commits. One is taken; the other is refused, and must not stop the first.
+    import asyncio
+
+    wf_id = runtime.workflows.start(Approval, Counter())
+    wait_status(runtime, wf_id, "paused")
+
+    async def both() -> list[BaseException | None]:
+        workflows = runtime.workflows
+        answers = (workflows.aresume_with(wf_id, "ok"), workflows.aresume_with(wf_id, "ok too"))
+        return list(await asyncio.gather(*answers, return_exceptions=True))
+
+    outcomes = runtime.submit(both()).result(timeout=10)
+    refused = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(refused) == 1 and isinstance(refused[0], WorkflowNotPaused)
+    taken = "ok" if outcomes[0] is None else "ok too"
+    info = wait_status(runtime, wf_id, "completed")
+    assert info.state.notes == ["prepare", f"decision:{taken}"]
+
+
 def test_pause_and_resume_with_across_a_restart() -> None:
     with Runtime.start(RuntimeConfig()) as first:
         wf_id = first.workflows.start(Approval, Counter(), id="trip")
