@@ -31,7 +31,7 @@ def add_serve_command(commands: Any) -> None:
         "[server.tokens] in the config, or --token. Open the page with /login?token=TOKEN.",
     )
     serve.add_argument("--host", default=LOOPBACK, help="address to bind (127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port to bind (8000)")
+    serve.add_argument("--port", type=_port, default=8000, help="port to bind (8000)")
     serve.add_argument(
         "--token",
         action="append",
@@ -121,6 +121,17 @@ def run_serve(args: argparse.Namespace) -> int:
         finally:
             signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535: argparse refuses anything else, naming it."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r} (expected 0-65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {port} (expected 0-65535)")
+    return port
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -36,6 +36,16 @@ def test_a_short_token_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert "at least 16 characters" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_a_port_out_of_range_is_refused_naming_it(
+    capsys: pytest.CaptureFixture[str], port: str
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", "--token", TOKEN, "--port", port])
+    assert caught.value.code == 2
+    assert f"invalid port {port}" in capsys.readouterr().err.replace("'", "")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
