@@ -122,6 +122,10 @@ class ChatResponseBuilder:
             self._usage = chunk.usage
         elif isinstance(chunk, FinishDelta):
             self._finish = chunk
+            if chunk.provider is not None:  # a pool's backup answered: the answer is its
+                self.provider = chunk.provider
+            if chunk.model is not None:
+                self.model = chunk.model
         if block is None:
             return None
         for index in range(len(self._blocks) - 1, -1, -1):

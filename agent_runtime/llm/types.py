@@ -143,11 +143,15 @@ class UsageDelta(_Frozen):
 
 
 class FinishDelta(_Frozen):
-    """The provider's terminal marker, with its stop reason."""
+    """The provider's terminal marker, with its stop reason. `provider` and `model`, when
+    set, name who answered when that is not the model streamed from (a fallback pool's
+    backup): the answer is built as theirs."""
 
     type: Literal["finish"] = "finish"
     reason: StopReason
     raw_reason: str | None = None
+    provider: str | None = None
+    model: str | None = None
 
 
 StreamChunk = Annotated[

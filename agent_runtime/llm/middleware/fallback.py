@@ -19,7 +19,14 @@ from agent_runtime.llm.errors import (
     QuotaExceededError,
     is_retryable,
 )
-from agent_runtime.llm.types import ChatRequest, ChatResponse, ModelInfo, StreamChunk, UsageDelta
+from agent_runtime.llm.types import (
+    ChatRequest,
+    ChatResponse,
+    FinishDelta,
+    ModelInfo,
+    StreamChunk,
+    UsageDelta,
+)
 from supervisors._log import get_logger
 
 log = get_logger(__name__)
@@ -201,6 +208,8 @@ class FallbackModel(BaseChatModel):
         last: LLMError | None = None
         for model, breaker in self._candidates():
             started = False
+            # The pool's info is the primary's: a backup's answer names its model at its end.
+            serving = None if model is self.models[0] else model.info
             try:
                 async for chunk in model.stream(request, signal=signal):
                     # Usage is replaced, never summed, so a usage chunk (Anthropic sends one at
@@ -208,6 +217,11 @@ class FallbackModel(BaseChatModel):
                     if not started and not isinstance(chunk, UsageDelta):
                         started = True
                         breaker.succeeded()
+                    # (An inner pool's backup may have named itself already.)
+                    if serving and isinstance(chunk, FinishDelta) and chunk.provider is None:
+                        chunk = chunk.model_copy(
+                            update={"provider": serving.provider, "model": serving.model}
+                        )
                     yield chunk
                 return
             except LLMError as error:

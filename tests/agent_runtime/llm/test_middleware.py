@@ -22,6 +22,8 @@ from agent_runtime.llm import (
     AuthenticationError,
     BaseChatModel,
     ChatRequest,
+    ChatResponse,
+    ChatResponseBuilder,
     ContextLengthExceededError,
     FinishDelta,
     InvalidRequestError,
@@ -308,6 +310,26 @@ def test_a_stream_that_fails_before_its_first_chunk_fails_over_and_counts_on_the
     assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "from two"
     assert (first.call_count, second.call_count) == (1, 1)
     assert [b.state for b in model.breakers] == ["open", "closed"]
+
+
+def test_an_answer_a_backup_streamed_is_built_as_the_backups() -> None:
+    # The pool's info is the primary's: the backup's answer must say who gave it, or the
+    # next turn treats its own thinking signatures as another provider's and drops them.
+    first = ScriptedModel([ScriptedTurn(error=ProviderError("down"))], provider="one")
+    second = ScriptedModel(["from two"], provider="two", model="m2")
+    pool = FallbackModel([first, second])
+    assert pool.info.provider == "one"
+
+    async def built() -> ChatResponse:
+        builder = ChatResponseBuilder(model=pool.info.model, provider=pool.info.provider)
+        async for chunk in pool.stream(REQUEST):
+            builder.add(chunk)
+        return builder.build()
+
+    response = asyncio.run(built())
+    assert (response.message.provider, response.message.model) == ("two", "m2")
+    direct = asyncio.run(FallbackModel([ScriptedModel(["a"], provider="one")]).generate(REQUEST))
+    assert direct.message.provider == "one"  # the primary's answer as ever
 
 
 def test_a_stream_fails_over_only_before_its_first_chunk() -> None:
