@@ -10,7 +10,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -96,9 +96,9 @@ class Workflows:
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"{host.name}.workflows")
         self._live: dict[str, LiveWorkflow] = {}  # touched only on the event loop's thread
         self._start_lock: asyncio.Lock | None = None
-        # One answer at a time per workflow in this process (`_resume_with`): its lock and how
-        # many answers hold or wait for it; on the loop.
-        self._answering: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        # One answer or cancel at a time per workflow in this process (`_one_at_a_time`): its
+        # lock and how many hold or wait for it; on the loop.
+        self._changing: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._stopping = False
         self._texts: dict[str, str] = {}  # id -> text last committed here; on the I/O thread
         self.owner = new_owner()
@@ -267,20 +267,28 @@ class Workflows:
         """`resume_with` for async code."""
         await self._async(self._resume_with(workflow_id, _json_copy(value)))
 
-    async def _resume_with(self, workflow_id: str, answer: JsonValue) -> None:
-        # Two answers at once (a double click, a retried request): the second reads what the
-        # first committed and is refused as not paused. Unserialised, it read the text from
-        # before the first's write, took the change for another process's, and halted the
-        # runner that had just been given the first answer.
-        lock, users = self._answering.setdefault(workflow_id, (asyncio.Lock(), [0]))
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, workflow_id: str) -> AsyncIterator[None]:
+        """Answers and cancels of one workflow, one at a time in this process (another
+        process is kept apart by the stored compare-and-set and its lease). Two answers at
+        once (a double click, a retried request): the second reads what the first committed
+        and is refused as not paused; unserialised, it took the first's commit for another
+        process's and halted the runner that had just been given the answer. A cancel and an
+        answer at once: the cancel ends it for good either way; unserialised, the answer's
+        new runner could complete it after the cancel returned."""
+        lock, users = self._changing.setdefault(workflow_id, (asyncio.Lock(), [0]))
         users[0] += 1
         try:
             async with lock:
-                await self._answer(workflow_id, answer)
+                yield
         finally:
             users[0] -= 1
             if not users[0]:
-                del self._answering[workflow_id]
+                del self._changing[workflow_id]
+
+    async def _resume_with(self, workflow_id: str, answer: JsonValue) -> None:
+        async with self._one_at_a_time(workflow_id):
+            await self._answer(workflow_id, answer)
 
     async def _answer(self, workflow_id: str, answer: JsonValue) -> None:
         stored = await self._read_text(workflow_id)
@@ -337,6 +345,10 @@ class Workflows:
         await self._async(self._cancel(workflow_id))
 
     async def _cancel(self, workflow_id: str) -> None:
+        async with self._one_at_a_time(workflow_id):
+            await self._cancel_now(workflow_id)
+
+    async def _cancel_now(self, workflow_id: str) -> None:
         live = self._live.get(workflow_id)
         if live is not None:
             await _halt(live, "workflow_canceled")

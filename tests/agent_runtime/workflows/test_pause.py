@@ -75,6 +75,26 @@ def test_two_answers_at_once_one_is_taken_and_the_workflow_goes_on_with_it(
     assert info.state.notes == ["prepare", f"decision:{taken}"]
 
 
+def test_a_cancel_at_once_with_an_answer_ends_the_workflow_for_good(runtime: Runtime) -> None:
+    import asyncio
+
+    for _ in range(5):
+        wf_id = runtime.workflows.start(Approval, Counter())
+        wait_status(runtime, wf_id, "paused")
+
+        async def both(wf_id: str = wf_id) -> list[BaseException | None]:
+            workflows = runtime.workflows
+            moves = (workflows.aresume_with(wf_id, "ok"), workflows.acancel(wf_id))
+            return list(await asyncio.gather(*moves, return_exceptions=True))
+
+        answered, canceled = runtime.submit(both()).result(timeout=10)
+        assert canceled is None  # the cancel returned: the workflow is over for good
+        assert answered is None or isinstance(answered, WorkflowNotPaused)
+        assert wait_status(runtime, wf_id, "canceled").status == "canceled"
+        runtime.submit(asyncio.sleep(0.3)).result(timeout=10)  # an answer's runner, if any
+        assert runtime.workflows.get(wf_id).status == "canceled"
+
+
 def test_pause_and_resume_with_across_a_restart() -> None:
     with Runtime.start(RuntimeConfig()) as first:
         wf_id = first.workflows.start(Approval, Counter(), id="trip")
