@@ -11,7 +11,7 @@ import contextlib
 import functools
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pykka
 
@@ -83,6 +83,9 @@ from supervisors._actor import crash_reason
 from supervisors._log import LibraryLogger
 
 Handler = Callable[["AgentActor", Any], Any]
+
+
+T = TypeVar("T")
 
 
 class AgentActor(AsyncioActor):
@@ -306,7 +309,7 @@ class AgentActor(AsyncioActor):
             queues,
             parked=parked,
             carried=self.unstored,
-            reset_at=self.reset_read if self.forget_session else None,
+            reset_at=self.reset_read,  # set only while a reset waits for its merge
         )
         if msg.subscription is not None:  # taken with the start, in the same step
             self._on_subscribe(Subscribe(msg.subscription))
@@ -474,10 +477,10 @@ class AgentActor(AsyncioActor):
         self.transcript = TranscriptState()
         if self.unstored:  # a crashed run's kept prompt goes with the history, in the store too
             self.unstored = ()
-            self._forget_kept_prompt()
+            self._on_writer(forget_prompt, self.key)
         self.forget_session = self.mirror is not None
         if self.forget_session:  # where the session stands, read after the agent's own writes
-            self.reset_read = self._session_sequence()
+            self.reset_read = self._on_writer(session_sequence, self.key.session)
         self.steering = self.follow_ups = ()
         self.error = None
         self._publish_status()
@@ -520,37 +523,20 @@ class AgentActor(AsyncioActor):
             self.approvals.withdrawn(msg.tool_call_id, msg.decision)
             self._publish_approvals()
 
-    def _session_sequence(self) -> Future[int] | None:
-        """Where the agent's session stands once the writes handed to its writer landed."""
+    def _on_writer(self, work: Callable[..., T], *args: Any) -> Future[T] | None:
+        """`work(memory, *args)` on the session's writer, after what the agent handed it
+        before (off the loop, in order); None once the writer is closed (the runtime stops)."""
         writer = self.host.memory_writer
         try:
-            return writer.submit(
-                self.key.session,
-                functools.partial(session_sequence, writer.memory, self.key.session),
-            )
-        except RuntimeError:  # the writer is closed: the runtime stops
+            return writer.submit(self.key.session, functools.partial(work, writer.memory, *args))
+        except RuntimeError:
             return None
 
-    def _forget_kept_prompt(self) -> None:
-        """Drop the kept prompt of a crashed run from session memory (off the loop, in order):
-        a later incarnation must not find it again."""
-        writer = self.host.memory_writer
-        with contextlib.suppress(RuntimeError):  # the writer is closed: the runtime stops
-            writer.submit(
-                self.key.session, functools.partial(forget_prompt, writer.memory, self.key)
-            )
-
     def _keep_parked(self, parked: ParkedTurn | None) -> None:
-        """Keep the parked turn as it is now in session memory (off the loop, in order)."""
-        if not self.cell.options.memory.write:
-            return
-        writer = self.host.memory_writer
-        data = parked.model_dump(mode="json") if parked is not None else None
-        with contextlib.suppress(RuntimeError):  # the writer is closed: the runtime stops
-            writer.submit(
-                self.key.session,
-                functools.partial(store_parked, writer.memory, self.key, data),
-            )
+        """Keep the parked turn as it is now in session memory."""
+        if self.cell.options.memory.write:
+            data = parked.model_dump(mode="json") if parked is not None else None
+            self._on_writer(store_parked, self.key, data)
 
     def _publish_approvals(self) -> None:
         """Publish the waiting calls for `Runtime.pending_approvals()` (one reference swap)."""

@@ -59,8 +59,6 @@ CHILD_IDS = ("abort_table", "registry", "loop_tasks", "tool_tasks", "subagents")
 
 _runtime_ids = itertools.count(1)
 
-STOPPING = RUNTIME_STOPPING
-
 
 class AsyncStart:
     """What `Runtime.astart()` returns: await it for the runtime, or use it as an async
@@ -615,7 +613,7 @@ class Runtime:
             self._workflows.stop(timeout / 2)
         # Every running run ends with Canceled("runtime_stopping") at its subscribers, within
         # its abort grace: an SSE client sees a terminal before the tree goes away.
-        aborted = self.abort_table.abort_all(STOPPING)
+        aborted = self.abort_table.abort_all(RUNTIME_STOPPING)
         # Let aborted runs pair their tool calls (abort grace) before their loop goes away.
         for ended in self._runs_in_flight(deadline):
             ended.wait(max(deadline - time.monotonic(), 0.0))

@@ -117,12 +117,12 @@ async def _execute(
         return _raised(found.name, call, exc)
 
     limit = found.timeout if found.timeout is not None else default_timeout
-    deadline = asyncio.timeout(None if found.is_async else limit)
+    deadline = asyncio.timeout(limit)
     try:
-        async with deadline:
-            if limit is not None and found.is_async:
-                value = await _within(found.execute(values, ctx), limit)
-            else:
+        if limit is not None and found.is_async:  # bounded even if it catches its cancel
+            value = await _within(found.execute(values, ctx), limit)
+        else:
+            async with deadline:
                 value = await _invoke(found, values, ctx, run_sync)
         result = normalize_result(value)
     except TimeoutError as exc:
@@ -178,10 +178,8 @@ async def _within(call: Any, limit: float) -> Any:
     except asyncio.CancelledError:  # the run was aborted or stopped: the tool goes with it
         task.cancel()
         raise
-    if task.done():
-        _forget(task)
-        raise _Expired
-    _ABANDONED.add(task)
+    if not task.done():  # it caught its cancellation: left to end on its own
+        _ABANDONED.add(task)
     task.add_done_callback(_forget)
     raise _Expired
 

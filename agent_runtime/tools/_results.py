@@ -58,14 +58,13 @@ def _with_jsonable_details(result: ToolResult) -> ToolResult:
         return result
     try:
         pydantic_core.to_json(details)
-        return result
     except (ValueError, RecursionError):  # PydanticSerializationError is a ValueError
-        pass
-    try:
-        plain = pydantic_core.to_jsonable_python(details, fallback=str)
-    except (ValueError, RecursionError):
-        plain = {"value": repr(details)}
-    return result.model_copy(update={"details": plain})
+        try:
+            plain = pydantic_core.to_jsonable_python(details, fallback=str)
+        except (ValueError, RecursionError):
+            plain = {"value": repr(details)}
+        return result.model_copy(update={"details": plain})
+    return result
 
 
 def error_result(message: str, /, **details: Any) -> ToolResult:

@@ -10,6 +10,7 @@ import json
 import math
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -96,9 +97,11 @@ class Workflows:
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"{host.name}.workflows")
         self._live: dict[str, LiveWorkflow] = {}  # touched only on the event loop's thread
         self._start_lock: asyncio.Lock | None = None
-        # One answer or cancel at a time per workflow in this process (`_one_at_a_time`): its
-        # lock and how many hold or wait for it; on the loop.
-        self._changing: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        # One answer or cancel at a time per workflow in this process (`_one_at_a_time`); a
+        # lock goes once nobody holds or waits for it. On the loop.
+        self._changing: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         self._stopping = False
         self._texts: dict[str, str] = {}  # id -> text last committed here; on the I/O thread
         self.owner = new_owner()
@@ -276,15 +279,11 @@ class Workflows:
         process's and halted the runner that had just been given the answer. A cancel and an
         answer at once: the cancel ends it for good either way; unserialised, the answer's
         new runner could complete it after the cancel returned."""
-        lock, users = self._changing.setdefault(workflow_id, (asyncio.Lock(), [0]))
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if not users[0]:
-                del self._changing[workflow_id]
+        lock = self._changing.get(workflow_id)
+        if lock is None:
+            lock = self._changing[workflow_id] = asyncio.Lock()
+        async with lock:
+            yield
 
     async def _resume_with(self, workflow_id: str, answer: JsonValue) -> None:
         async with self._one_at_a_time(workflow_id):
